@@ -1,0 +1,128 @@
+"""Goals: where the effectors should be, in world space, with their weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .errors import GoalError
+from .so3 import Array, orthonormalize
+
+
+@dataclass
+class Goals:
+    """Targets for the E effectors of a skeleton over F frames.
+
+    position: (F, E, 3) world-space target points (or (E, 3) for one frame).
+    rotation: None, or (F, E, 3, 3) world-space target orientations.
+    position_weight, rotation_weight: (E,) weights; 0 switches that part of a goal off
+        (the default rotation weight is 0: position-only goals). Weights are W_E of
+        Sugihara's E = 1/2 e^T W_E e; the orientation error is in radians.
+    base: the model-to-world affine transform (4, 4) or (F, 4, 4): the armature object's world
+        matrix; non-uniform and negative scale are allowed. Errors are in world units.
+    """
+
+    position: ArrayLike
+    rotation: ArrayLike | None = None
+    position_weight: ArrayLike | None = None
+    rotation_weight: ArrayLike | None = None
+    base: ArrayLike | None = None
+
+
+@dataclass
+class PreparedGoals:
+    """Goals checked against a skeleton and converted for the solver loop."""
+
+    position: Array  # (F, E, 3) world
+    rotation_model: Array  # (F, E, 3, 3) target orientations in model space
+    w_pos: Array  # (E,)
+    w_rot: Array  # (E,)
+    lin: Array  # (F, 3, 3) base linear part
+    trans: Array  # (F, 3) base translation
+    lin_inv: Array  # (F, 3, 3)
+
+    @property
+    def frames(self) -> int:
+        return int(self.position.shape[0])
+
+    def take(self, index: ArrayLike) -> PreparedGoals:
+        i = np.asarray(index)
+        return PreparedGoals(
+            self.position[i],
+            self.rotation_model[i],
+            self.w_pos,
+            self.w_rot,
+            self.lin[i],
+            self.trans[i],
+            self.lin_inv[i],
+        )
+
+    def targets_model(self) -> Array:
+        """(F, E, 3) the target points in model space."""
+        return np.einsum("fij,fej->fei", self.lin_inv, self.position - self.trans[:, None])
+
+
+def _weights(value: ArrayLike | None, default: float, count: int, name: str) -> Array:
+    if value is None:
+        return np.full(count, default)
+    w = np.broadcast_to(np.asarray(value, dtype=float), (count,)).copy()
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise GoalError(f"{name} must be finite and non-negative, got {w}")
+    return w
+
+
+def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
+    pos = np.asarray(goals.position, dtype=float)
+    if pos.ndim == 2:
+        pos = pos[None]
+    if pos.ndim != 3 or pos.shape[1:] != (n_effectors, 3):
+        raise GoalError(f"position must have shape (F, {n_effectors}, 3), got {pos.shape}")
+    f = pos.shape[0]
+    if f == 0:
+        raise GoalError("no frames to solve")
+    if not np.all(np.isfinite(pos)):
+        bad = sorted({int(e) for e in np.nonzero(~np.isfinite(pos))[1]})
+        raise GoalError(f"target positions of effectors {bad} are NaN or infinite")
+    w_pos = _weights(goals.position_weight, 1.0, n_effectors, "position_weight")
+    w_rot = _weights(goals.rotation_weight, 0.0, n_effectors, "rotation_weight")
+    if not np.any(w_pos > 0) and not np.any(w_rot > 0):
+        raise GoalError("every goal has zero weight: nothing to solve")
+
+    base = np.eye(4) if goals.base is None else np.asarray(goals.base, dtype=float)
+    if base.shape == (4, 4):
+        base = np.broadcast_to(base, (f, 4, 4))
+    if base.shape != (f, 4, 4):
+        raise GoalError(f"base must have shape (4, 4) or ({f}, 4, 4), got {base.shape}")
+    if not np.all(np.isfinite(base)):
+        raise GoalError("the armature's world matrix contains NaN or inf")
+    lin = np.ascontiguousarray(base[:, :3, :3])
+    det = np.linalg.det(lin)
+    scale = np.abs(lin).max(axis=(1, 2))
+    if np.any(np.abs(det) <= 1e-12 * np.maximum(scale, 1e-300) ** 3) or np.any(scale == 0):
+        raise GoalError("the armature's world matrix is singular (a scale of zero on an axis)")
+    lin_inv = np.linalg.inv(lin)
+
+    if goals.rotation is None:
+        if np.any(w_rot > 0):
+            raise GoalError("rotation weights are set but no target rotations were given")
+        rot_model = np.broadcast_to(np.eye(3), (f, n_effectors, 3, 3))
+    else:
+        rot = np.asarray(goals.rotation, dtype=float)
+        if rot.ndim == 3:
+            rot = rot[None]
+        if rot.shape != (f, n_effectors, 3, 3):
+            raise GoalError(f"rotation must have shape ({f}, {n_effectors}, 3, 3), got {rot.shape}")
+        used = w_rot > 0
+        if not np.all(np.isfinite(rot[:, used])):
+            raise GoalError("target rotations are NaN or infinite")
+        rot = np.where(np.isfinite(rot), rot, 0.0)
+        # orientations in model space: the nearest rotation to lin^-1 R (a mirrored armature
+        # flips handedness; -M is then the proper rotation with the same axes up to sign)
+        m = orthonormalize(np.einsum("fij,fejk->feik", lin_inv, rot) + 1e-300)
+        m = np.where(np.linalg.det(m)[..., None, None] < 0, -m, m)
+        rot_model = m
+    return PreparedGoals(
+        pos, np.asarray(rot_model), w_pos, w_rot, lin, base[:, :3, 3].copy(), lin_inv
+    )

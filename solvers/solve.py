@@ -1,0 +1,441 @@
+"""The one iteration loop every method shares: errors, stops, clamping, limits, null space.
+
+``solve`` runs F frames at once. In "converge" mode every frame iterates from its own start pose
+until it stops, independently of the others (stopped frames drop out of the working arrays, so
+they stop changing). In "track" mode frame f starts from frame f-1's result and takes a fixed
+number of steps (Buss-Kim's tracking experiment).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import SettingsError
+from .goals import Goals, PreparedGoals, prepare_goals
+from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
+from .skeleton import Kinematics, Pose, Skeleton
+from .so3 import Array, angle_axis
+
+MODES = ("converge", "track")
+NULLSPACE = ("none", "exact", "damped")
+
+
+@dataclass
+class Settings:
+    """How to solve. Distances are world units, angles radians.
+
+    method, params: the method's name (see ``METHODS``) and its own parameters.
+    mode: "converge" or "track"; track_steps: steps per frame in track mode.
+    max_iterations, tolerance, rotation_tolerance: a frame has converged when every goal's
+        position error is <= tolerance and rotation error <= rotation_tolerance.
+    stagnation: stop when the weighted residual changes by less than this fraction of itself.
+    divergence_count: stop when the residual rose this many times in a row.
+    clamp_distance: D_max of Buss-Kim section 3 (ClampMag of each position error), None = off;
+        clamp_adaptive: the per-effector D_max,i = d_i + D_max for targets that jump.
+    max_step: the largest change of a rotational DOF in one step (ClampMaxAbs), None = off.
+    nullspace: "none", "exact" ((I - J^+ J) v) or "damped" ((I - J* J) v, Deo-Walker eq. 24),
+        with v pulling toward ``rest_pose`` (weight ``rest_weight``) and away from joint limits
+        (``limit_weight``); nullspace_damping is lam^2 of J* for methods without their own.
+    jacobian_at_targets: form the position rows at the target points (Buss 2009).
+    keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve.
+    """
+
+    method: str = "lm"
+    params: dict[str, Any] = field(default_factory=dict)
+    mode: str = "converge"
+    max_iterations: int = 100
+    tolerance: float = 1e-5
+    rotation_tolerance: float = 1e-4
+    stagnation: float = 1e-10
+    divergence_count: int = 8
+    clamp_distance: float | None = None
+    clamp_adaptive: bool = False
+    max_step: float | None = None
+    nullspace: str = "none"
+    nullspace_damping: float = 0.01
+    rest_weight: float = 0.0
+    limit_weight: float = 0.0
+    rest_pose: Pose | None = None
+    jacobian_at_targets: bool = False
+    track_steps: int = 1
+    keep_limits: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise SettingsError(f"unknown mode {self.mode!r}; expected one of {MODES}")
+        if self.nullspace not in NULLSPACE:
+            raise SettingsError(
+                f"unknown nullspace {self.nullspace!r}; expected one of {NULLSPACE}"
+            )
+        if self.max_iterations < 0 or self.track_steps < 1 or self.divergence_count < 1:
+            raise SettingsError("max_iterations >= 0, track_steps >= 1, divergence_count >= 1")
+        for name in (
+            "tolerance",
+            "rotation_tolerance",
+            "stagnation",
+            "nullspace_damping",
+            "rest_weight",
+            "limit_weight",
+        ):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise SettingsError(f"{name} must be finite and >= 0, got {v}")
+        for name in ("clamp_distance", "max_step"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise SettingsError(f"{name} must be None or a finite value > 0, got {v}")
+        self.make_method()  # an unknown method or parameter fails here, not mid-solve
+
+    def make_method(self) -> Method:
+        return make_method(self.method, self.params)
+
+
+@dataclass
+class SolveResult:
+    """The record of one solve over F frames."""
+
+    pose: Pose
+    position_error: Array  # (F, E) world units
+    rotation_error: Array  # (F, E) radians
+    iterations: NDArray[np.intp]  # (F,) steps taken
+    reason: NDArray[np.str_]  # (F,) converged | stagnated | diverged | max_iterations | failed
+    history: Array  # (K + 1, F) weighted residual norm per iteration (held after a frame stops)
+    elapsed: float
+    stats: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def success(self) -> NDArray[np.bool_]:
+        return np.asarray(self.reason == "converged")
+
+
+@dataclass
+class _Errors:
+    e: Array  # (F, E, 6) world position error, model orientation error
+    pos: Array  # (F, E)
+    rot: Array  # (F, E)
+    residual: Array  # (F,) weighted norm
+
+
+class _Problem:
+    """What stays fixed over the loop: row selection, weights, masks."""
+
+    def __init__(self, skel: Skeleton, goals: PreparedGoals, settings: Settings) -> None:
+        self.skel, self.settings = skel, settings
+        e = skel.n_effectors
+        use = np.zeros((e, 6), dtype=bool)
+        use[:, :3] = (goals.w_pos > 0)[:, None]
+        use[:, 3:] = (goals.w_rot > 0)[:, None]
+        self.rows = np.flatnonzero(use.reshape(-1))
+        w = np.concatenate(
+            [np.repeat(goals.w_pos[:, None], 3, 1), np.repeat(goals.w_rot[:, None], 3, 1)], axis=1
+        )
+        self.sqrt_w = np.sqrt(w.reshape(-1)[self.rows])
+        self.blocks = self.rows // 3
+        _, self.blocks = np.unique(self.blocks, return_inverse=True)
+        self.n_blocks = int(self.blocks.max()) + 1
+        self.use_pos = goals.w_pos > 0
+        self.use_rot = goals.w_rot > 0
+        self.any_rot = bool(np.any(self.use_rot))
+
+    def errors(self, kin: Kinematics, g: PreparedGoals) -> _Errors:
+        world = (g.lin[:, None] @ kin.points[..., None])[..., 0] + g.trans[:, None]
+        f, e = world.shape[:2]
+        err = np.zeros((f, e, 6))
+        err[..., :3] = g.position - world
+        if self.any_rot:
+            # Sugihara eq. 1: a(R_target R^T), in model space (the Jacobian's frame)
+            err[..., 3:] = angle_axis(g.rotation_model @ np.swapaxes(kin.frames_rot, -1, -2))
+        pos = np.linalg.norm(err[..., :3], axis=-1)
+        rot = np.linalg.norm(err[..., 3:], axis=-1)
+        weighted = err.reshape(f, -1)[:, self.rows] * self.sqrt_w
+        return _Errors(err, pos, rot, np.linalg.norm(weighted, axis=1))
+
+
+def solve(
+    skeleton: Skeleton, goals: Goals, settings: Settings | None = None, pose: Pose | None = None
+) -> SolveResult:
+    """Solve the goals for every frame; see ``Settings`` for the options and modes."""
+    settings = settings or Settings()
+    t0 = time.perf_counter()
+    g = prepare_goals(goals, skeleton.n_effectors)
+    start = (pose or Pose.rest(skeleton.n_bones)).broadcast(g.frames)
+    if start.rotations.shape[1] != skeleton.n_bones:
+        raise SettingsError(
+            f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skeleton.n_bones}"
+        )
+    if not (
+        np.all(np.isfinite(start.rotations))
+        and np.all(np.isfinite(start.locations))
+        and np.all(np.isfinite(start.stretch))
+    ):
+        raise SettingsError("the start pose contains NaN or inf")
+    problem = _Problem(skeleton, g, settings)
+    method = settings.make_method()
+    if settings.mode == "converge":
+        result = _iterate(problem, method, g, start, settings.max_iterations, track=False)
+    else:
+        result = _track(problem, method, g, start)
+    result.elapsed = time.perf_counter() - t0
+    return result
+
+
+def _track(problem: _Problem, method: Method, g: PreparedGoals, start: Pose) -> SolveResult:
+    steps = problem.settings.track_steps
+    frames = g.frames
+    out = start.copy()
+    carry: dict[str, Any] = {"method": method.initial_state(1)}
+    pieces = []
+    current = start[0]
+    for f in range(frames):
+        res = _iterate(problem, method, g.take([f]), current, steps, track=True, carry=carry)
+        out.put([f], res.pose)
+        current = res.pose
+        pieces.append(res)
+    history = np.concatenate(
+        [np.pad(r.history, ((0, steps + 1 - len(r.history)), (0, 0)), mode="edge") for r in pieces],
+        axis=1,
+    )
+    stats: dict[str, list[float]] = {}
+    for r in pieces:
+        for k, v in r.stats.items():
+            stats.setdefault(k, []).extend(v)
+    return SolveResult(
+        out,
+        np.concatenate([r.position_error for r in pieces]),
+        np.concatenate([r.rotation_error for r in pieces]),
+        np.concatenate([r.iterations for r in pieces]),
+        np.concatenate([r.reason for r in pieces]),
+        history,
+        0.0,
+        stats,
+    )
+
+
+def _iterate(
+    problem: _Problem,
+    method: Method,
+    goals: PreparedGoals,
+    start: Pose,
+    max_iter: int,
+    track: bool,
+    carry: dict[str, Any] | None = None,
+) -> SolveResult:
+    """Iterate all frames of ``goals`` from ``start``; the core loop.
+
+    In track mode (``track``) there are no stagnation or divergence stops, the last pose (not
+    the best) is kept, and ``carry`` hands the method's state and the adaptive clamp on to the
+    next frame.
+    """
+    skel, st = problem.skel, problem.settings
+    frames, n_eff, n = goals.frames, skel.n_effectors, skel.n_dofs
+    rotational = skel.dof_rotational
+
+    # results, for all frames
+    final = start.copy()
+    iterations = np.zeros(frames, dtype=np.intp)
+    reason = np.full(frames, "max_iterations", dtype="<U14")
+    pos_out = np.zeros((frames, n_eff))
+    rot_out = np.zeros((frames, n_eff))
+    history = np.zeros((max_iter + 1, frames))
+    stats: dict[str, list[float]] = {}
+
+    # working arrays, for the active frames only
+    act = np.arange(frames)
+    pose = start.copy()
+    g = goals
+    best = pose.copy()
+    best_r = np.full(frames, np.inf)
+    best_pos = np.zeros((frames, n_eff))
+    best_rot = np.zeros((frames, n_eff))
+    prev_r = np.full(frames, np.inf)
+    rises = np.zeros(frames, dtype=np.intp)
+    colw = np.broadcast_to(skel.dof_weight, (frames, n)).copy()
+    state = carry["method"] if carry is not None else method.initial_state(frames)
+    dmax = carry.get("dmax") if carry is not None else None
+    if dmax is None:
+        dmax = np.full((frames, n_eff), np.inf)  # Buss-Kim: D_max,i starts at infinity
+    prev_pos: Array | None = carry.get("prev_pos") if carry is not None else None
+    tol_pos = np.where(problem.use_pos, st.tolerance, np.inf)
+    tol_rot = np.where(problem.use_rot, st.rotation_tolerance, np.inf)
+    targets_model = goals.targets_model() if st.jacobian_at_targets else None
+
+    for k in range(max_iter + 1):
+        kin = skel.forward_kinematics(pose)
+        err = problem.errors(kin, g)
+        r = err.residual
+        history[k:, act] = r
+        better = r < best_r
+        if track:
+            better[:] = True
+        if np.any(better):
+            idx = np.flatnonzero(better)
+            best.put(idx, pose.take(idx))
+            best_r[better], best_pos[better], best_rot[better] = (
+                r[better],
+                err.pos[better],
+                err.rot[better],
+            )
+        if st.clamp_adaptive and prev_pos is not None:
+            # d_i: how much the last step moved effector i closer to its target
+            dmax = np.maximum(prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
+        prev_pos = err.pos
+
+        converged = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
+        why = np.where(converged, "converged", "")
+        if not track and k > 0:
+            stagnant = np.abs(prev_r - r) <= st.stagnation * np.maximum(r, 1e-300)
+            rises = np.where(r > prev_r, rises + 1, 0)
+            why = np.where(
+                why == "",
+                np.where(
+                    stagnant, "stagnated", np.where(rises >= st.divergence_count, "diverged", "")
+                ),
+                why,
+            )
+        if k == max_iter:
+            why = np.where(why == "", "max_iterations", why)
+        stop = why != ""
+        if np.any(stop):
+            s_idx = np.flatnonzero(stop)
+            out_idx = act[s_idx]
+            final.put(out_idx, best.take(s_idx))
+            iterations[out_idx] = k
+            reason[out_idx] = why[s_idx]
+            pos_out[out_idx], rot_out[out_idx] = best_pos[s_idx], best_rot[s_idx]
+            keep = np.flatnonzero(~stop)
+            if len(keep) == 0:
+                break
+            act = act[keep]
+            pose, best, g = pose.take(keep), best.take(keep), g.take(keep)
+            best_r, best_pos, best_rot = best_r[keep], best_pos[keep], best_rot[keep]
+            r, rises, colw, dmax, prev_pos = (
+                r[keep],
+                rises[keep],
+                colw[keep],
+                dmax[keep],
+                prev_pos[keep],
+            )
+            state = {key: v[keep] for key, v in state.items()}
+            kin = _take_kin(kin, keep)
+            err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r)
+            if targets_model is not None:
+                targets_model = targets_model[keep]
+        prev_r = r
+
+        # the step
+        e6 = err.e.copy()
+        if st.clamp_distance is not None:
+            limit = dmax if st.clamp_adaptive else np.full_like(err.pos, st.clamp_distance)
+            scale = np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)  # ClampMag
+            e6[..., :3] *= scale[..., None]
+        jac = skel.jacobian(kin, targets_model)
+        jac[:, :, :3] = g.lin[:, None] @ jac[:, :, :3]  # world position rows
+        f_act = len(act)
+        jw = (
+            jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
+            * problem.sqrt_w[None, :, None]
+            * colw[:, None, :]
+        )
+        ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.sqrt_w
+        ctx = StepContext(
+            0.5 * np.einsum("fm,fm->f", ew, ew),
+            problem.blocks,
+            problem.n_blocks,
+            rotational,
+            state,
+            stats,
+        )
+        dt = method.step(jw, ew, ctx)
+        if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
+            dt = dt + _nullspace_term(problem, method, pose, jw, colw, ctx)
+        dq = colw * dt
+        if st.max_step is not None:
+            dq = clamp_max_abs(dq, st.max_step, rotational)
+        bad = ~np.all(np.isfinite(dq), axis=1)
+        if np.any(bad):  # never let NaN into a pose: stop those frames at their best pose
+            dq[bad] = 0.0
+            out_idx = act[bad]
+            final.put(out_idx, best.take(np.flatnonzero(bad)))
+            reason[out_idx], iterations[out_idx] = "failed", k
+            pos_out[out_idx], rot_out[out_idx] = best_pos[bad], best_rot[bad]
+            colw[bad] = 0.0
+        pose = skel.apply(pose, dq)
+        if st.keep_limits:
+            violated = skel.clamp_to_limits(pose)
+            colw[violated] = 0.0  # lock a DOF that hit its limit for the rest of this solve
+        if np.any(bad):  # drop the failed frames from further work
+            keep = np.flatnonzero(~bad)
+            act, pose, best, g = act[keep], pose.take(keep), best.take(keep), g.take(keep)
+            best_r, best_pos, best_rot = best_r[keep], best_pos[keep], best_rot[keep]
+            prev_r, rises, colw, dmax, prev_pos = (
+                prev_r[keep],
+                rises[keep],
+                colw[keep],
+                dmax[keep],
+                prev_pos[keep],
+            )
+            state = {key: v[keep] for key, v in ctx.state.items()}
+            if targets_model is not None:
+                targets_model = targets_model[keep]
+            if len(act) == 0:
+                break
+        else:
+            state = ctx.state
+
+    if carry is not None:
+        carry["method"], carry["dmax"], carry["prev_pos"] = state, dmax, prev_pos
+    return SolveResult(final, pos_out, rot_out, iterations, reason, history, 0.0, stats)
+
+
+def _take_kin(kin: Kinematics, keep: NDArray[np.intp]) -> Kinematics:
+    return Kinematics(
+        kin.rot[keep],
+        kin.pre[keep],
+        kin.head[keep],
+        kin.child[keep],
+        kin.points[keep],
+        kin.frames_rot[keep],
+    )
+
+
+def _nullspace_term(
+    problem: _Problem, method: Method, pose: Pose, jw: Array, colw: Array, ctx: StepContext
+) -> Array:
+    """The secondary motion projected into the null space of the weighted Jacobian.
+
+    v = -rest_weight (q - q_rest) - limit_weight (q - q_mid) / half_range^2 (the gradient of a
+    quadratic pull toward the rest pose and toward the middle of each limited range), in the
+    weighted coordinates of the step; "exact" projects with I - V_r V_r^T = I - J^+ J,
+    "damped" with I - J* J, J* = J^T (J J^T + lam2 I)^-1 (Deo-Walker eq. 24).
+    """
+    skel, st = problem.skel, problem.settings
+    v = np.zeros_like(colw)
+    if st.rest_weight > 0:
+        v -= st.rest_weight * skel.rest_offsets(pose, st.rest_pose)
+    if st.limit_weight > 0 and np.any(skel.dof_limited):
+        ranged = (
+            np.isfinite(skel.dof_min) & np.isfinite(skel.dof_max) & (skel.dof_max > skel.dof_min)
+        )
+        mid = np.where(ranged, 0.5 * (skel.dof_min + skel.dof_max), 0.0)
+        half = np.where(ranged, 0.5 * (skel.dof_max - skel.dof_min), 1.0)
+        coords = skel.coordinates(pose)
+        v -= st.limit_weight * np.where(ranged, (coords - mid) / half**2, 0.0)
+    v *= colw
+    if st.nullspace == "exact":
+        _, s, vt = np.linalg.svd(jw, full_matrices=True)
+        rank = (s > 1e-8 * np.maximum(s[:, :1], 1e-300)).sum(axis=1)
+        mask = np.arange(vt.shape[1])[None, :] < rank[:, None]
+        coef = np.einsum("fin,fn->fi", vt, v) * mask
+        return np.asarray(v - np.einsum("fin,fi->fn", vt, coef))
+    lam2 = method.nullspace_damping(ctx)
+    if lam2 is None:
+        lam2 = np.full(len(v), st.nullspace_damping)
+    lam2 = np.maximum(lam2, 1e-12)
+    jv = np.einsum("fmn,fn->fm", jw, v)
+    return np.asarray(v - damped_solve(jw, jv, lam2))
