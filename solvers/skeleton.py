@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import SkeletonError
-from .so3 import Array, angle_axis, exp_so3
+from .so3 import Array, angle_axis, exp_so3, mul, rotate
 
 AXES = "XYZ"
 ROT_PRE, ROT_POST, LOCATION, STRETCH = 0, 1, 2, 3
@@ -199,6 +199,8 @@ class Skeleton:
         self.names = list(names) if names is not None else [f"bone{b}" for b in range(n)]
         self.rest_rot = rr.copy()
         self.rest_pos = rest_arr[:, :3, 3].copy()
+        self._rest_soa = np.ascontiguousarray(np.moveaxis(rr, 0, 2))[:, :, None, :]  # (3, 3, 1, B)
+        self._rest_pos_soa = self.rest_pos.T[:, None, :]  # (3, 1, B)
         self.joints = list(joints)
         self.effectors = list(effectors)
         self.eff_bone = np.array([e.bone for e in effectors], dtype=np.intp)
@@ -231,7 +233,7 @@ class Skeleton:
         ]
         self._has_parent = np.flatnonzero(self.parents >= 0)
         self._parent_of = self.parents[self._has_parent]
-        self._parent_ext = np.where(self.parents >= 0, self.parents, self.n_bones)
+        self._parent_ext = np.where(self.parents >= 0, self.parents, len(self.parents))
         # pointer doubling: pass k composes bone b with its 2^k-th ancestor's partial transform
         self._doubling = []
         anc = self.parents.copy()
@@ -301,25 +303,36 @@ class Skeleton:
     def forward_kinematics(self, pose: Pose) -> Kinematics:
         """Model-space frames of every bone, by pointer doubling over the tree: each pass
         composes every bone's transform with its ancestor's, doubling the levels covered, so
-        a tree of depth d takes ceil(log2(d + 1)) passes of batched 3x3 products."""
-        # local transform relative to the parent frame: T(s_parent e_y) rest T(location) R
-        rot = self.rest_rot @ pose.rotations
-        pos = self.rest_pos + (self.rest_rot @ pose.locations[..., None])[..., 0]
-        pos[:, self._has_parent, 1] += pose.stretch[:, self._parent_of]
+        a tree of depth d takes ceil(log2(d + 1)) passes.
+
+        The products run on "structure of arrays" (3, 3, F, B) views: numpy's stacked
+        matmul costs about 0.1 us per 3x3 product, three broadcast multiply-adds a quarter
+        of that.
+        """
+        f, nb = pose.frames, self.n_bones
+        rot_l = pose.rotations.transpose(2, 3, 0, 1)  # (3, 3, F, B) view
+        rest = self._rest_soa
+        # local transform relative to the parent frame: T(s_parent e_y) rest T(location) R;
+        # slot nb holds the identity: the parent frame of the roots
+        rot = np.empty((3, 3, f, nb + 1))
+        rot[..., nb] = np.eye(3)[:, :, None]
+        rot[..., :nb] = _compose(rest, rot_l)
+        pos = np.zeros((3, f, nb + 1))
+        pos[..., :nb] = self._rest_pos_soa + _rotate(rest, pose.locations.transpose(2, 0, 1))
+        pos[1][:, self._has_parent] += pose.stretch[:, self._parent_of]
         for idx, anc in self._doubling:
-            arot = rot[:, anc]
-            pos[:, idx] = pos[:, anc] + (arot @ pos[:, idx][..., None])[..., 0]
-            rot[:, idx] = arot @ rot[:, idx]
-        # pre-rotation frames: parent frame @ rest (the roots' parent is model space)
-        ext = np.concatenate([rot, np.broadcast_to(np.eye(3), (rot.shape[0], 1, 3, 3))], axis=1)
-        pre = ext[:, self._parent_ext] @ self.rest_rot
-        child = pos + pose.stretch[..., None] * rot[..., :, 1]
-        erot = rot[:, self.eff_bone]
-        origin = np.where(
-            self.eff_stretches[None, :, None], child[:, self.eff_bone], pos[:, self.eff_bone]
-        )
-        points = origin + (erot @ self.eff_offset[..., None])[..., 0]
-        return Kinematics(rot, pre, pos, child, points, erot)
+            arot = rot[..., anc]
+            pos[..., idx] = pos[..., anc] + _rotate(arot, pos[..., idx])
+            rot[..., idx] = _compose(arot, rot[..., idx])
+        pre = _compose(rot[..., self._parent_ext], rest)
+        rot_aos = rot[..., :nb].transpose(2, 3, 0, 1)
+        pre_aos = pre.transpose(2, 3, 0, 1)
+        head = pos[..., :nb].transpose(1, 2, 0)
+        child = head + pose.stretch[..., None] * rot_aos[..., :, 1]
+        erot = rot_aos[:, self.eff_bone]
+        origin = np.where(self.eff_stretches[None, :, None], child[:, self.eff_bone], head[:, self.eff_bone])
+        points = origin + rotate(erot, self.eff_offset)
+        return Kinematics(rot_aos, pre_aos, head, child, points, erot)
 
     def forward(self, pose: Pose) -> Array:
         """Model-space 4x4 bone frames, (F, B, 4, 4)."""
@@ -366,9 +379,9 @@ class Skeleton:
         d[kind, :, bone, axis] = dq.T  # each DOF is a distinct (kind, bone, axis)
         rot = pose.rotations
         if np.any(kind == ROT_POST):
-            rot = rot @ exp_so3(d[ROT_POST])
+            rot = mul(rot, exp_so3(d[ROT_POST]))
         if np.any(kind == ROT_PRE):
-            rot = exp_so3(d[ROT_PRE]) @ rot
+            rot = mul(exp_so3(d[ROT_PRE]), rot)
         return Pose(rot, pose.locations + d[LOCATION], pose.stretch + d[STRETCH][..., 1])
 
     def coordinates(self, pose: Pose) -> Array:
@@ -471,6 +484,16 @@ class Skeleton:
             ),
         )
         return np.asarray(out)
+
+
+def _compose(a: Array, b: Array) -> Array:
+    """Products a @ b of rotation stacks stored as (3, 3, ...)."""
+    return np.asarray(a[:, 0, None] * b[None, 0] + a[:, 1, None] * b[None, 1] + a[:, 2, None] * b[None, 2])
+
+
+def _rotate(a: Array, v: Array) -> Array:
+    """Products a @ v of (3, 3, ...) rotations and (3, ...) vectors."""
+    return np.asarray(a[:, 0] * v[0] + a[:, 1] * v[1] + a[:, 2] * v[2])
 
 
 def _cross(a: Array, b: Array) -> Array:

@@ -24,21 +24,27 @@ def hat(v: Array) -> Array:
     return out
 
 
+# hat(v).reshape(9) == v @ _HAT
+_HAT = np.zeros((3, 9))
+_HAT[2, 1], _HAT[1, 2], _HAT[2, 3], _HAT[0, 5], _HAT[1, 6], _HAT[0, 7] = -1, 1, 1, -1, -1, 1
+_EYE9 = np.eye(3).reshape(9)
+
+
 def exp_so3(v: Array) -> Array:
-    """Rotation matrices exp([v]x) (Rodrigues), exact and smooth at v = 0."""
+    """Rotation matrices exp([v]x) (Rodrigues), exact and smooth at v = 0.
+
+    R = cos t I + (sin t / t) [v]x + ((1 - cos t) / t^2) v v^T, with t = |v| and Taylor series
+    of both coefficients near 0.
+    """
     theta2 = np.einsum("...i,...i->...", v, v)
-    theta = np.sqrt(theta2)
     small = theta2 < 1e-12
-    safe = np.where(small, 1.0, theta)
-    # sin(t)/t and (1 - cos t)/t^2, with their Taylor series near 0
-    a = np.where(small, 1.0 - theta2 / 6.0, np.sin(safe) / safe)
-    b = np.where(small, 0.5 - theta2 / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
-    k = hat(v)
-    out = a[..., None, None] * k + b[..., None, None] * (k @ k)
-    out[..., 0, 0] += 1.0
-    out[..., 1, 1] += 1.0
-    out[..., 2, 2] += 1.0
-    return out
+    theta = np.sqrt(np.where(small, 1.0, theta2))
+    a = np.where(small, 1.0 - theta2 / 6.0, np.sin(theta) / theta)
+    b = np.where(small, 0.5 - theta2 / 24.0, (1.0 - np.cos(theta)) / (theta * theta))
+    c = np.where(small, 1.0 - theta2 / 2.0, np.cos(theta))
+    outer = (v[..., :, None] * v[..., None, :]).reshape(*v.shape[:-1], 9)
+    flat = c[..., None] * _EYE9 + a[..., None] * (v @ _HAT) + b[..., None] * outer
+    return flat.reshape(*v.shape[:-1], 3, 3)
 
 
 def angle_axis(r: Array) -> Array:
@@ -76,6 +82,25 @@ def angle_axis(r: Array) -> Array:
         sign = np.where(np.einsum("ki,ki->k", axis, l_vec[wide]) < 0.0, -1.0, 1.0)
         out[wide] = (sign * angle[wide])[:, None] * axis
     return out
+
+
+def mul(a: Array, b: Array) -> Array:
+    """a @ b for stacks of 3x3 (or 3xk) matrices, written out.
+
+    numpy's stacked matmul picks BLAS or its own loop by the strides and batch size, which
+    rounds differently; writing the three products out keeps every frame's arithmetic the
+    same whether it is solved alone or in a batch (and is faster for 3x3 stacks).
+    """
+    return np.asarray(
+        a[..., :, 0, None] * b[..., None, 0, :]
+        + a[..., :, 1, None] * b[..., None, 1, :]
+        + a[..., :, 2, None] * b[..., None, 2, :]
+    )
+
+
+def rotate(a: Array, v: Array) -> Array:
+    """a @ v for stacks of 3x3 matrices and 3-vectors, written out (see ``mul``)."""
+    return np.asarray(a[..., :, 0] * v[..., None, 0] + a[..., :, 1] * v[..., None, 1] + a[..., :, 2] * v[..., None, 2])
 
 
 def orthonormalize(m: Array) -> Array:

@@ -20,7 +20,7 @@ from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
 from .skeleton import Kinematics, Pose, Skeleton
-from .so3 import Array, angle_axis
+from .so3 import Array, angle_axis, mul, rotate
 
 MODES = ("converge", "track")
 NULLSPACE = ("none", "exact", "damped")
@@ -142,15 +142,16 @@ class _Problem:
         self.use_pos = goals.w_pos > 0
         self.use_rot = goals.w_rot > 0
         self.any_rot = bool(np.any(self.use_rot))
+        self.identity_base = bool(np.all(goals.lin == np.eye(3)))
 
     def errors(self, kin: Kinematics, g: PreparedGoals) -> _Errors:
-        world = (g.lin[:, None] @ kin.points[..., None])[..., 0] + g.trans[:, None]
+        world = rotate(g.lin[:, None], kin.points) + g.trans[:, None]
         f, e = world.shape[:2]
         err = np.zeros((f, e, 6))
         err[..., :3] = g.position - world
         if self.any_rot:
             # Sugihara eq. 1: a(R_target R^T), in model space (the Jacobian's frame)
-            err[..., 3:] = angle_axis(g.rotation_model @ np.swapaxes(kin.frames_rot, -1, -2))
+            err[..., 3:] = angle_axis(mul(g.rotation_model, np.swapaxes(kin.frames_rot, -1, -2)))
         pos = np.linalg.norm(err[..., :3], axis=-1)
         rot = np.linalg.norm(err[..., 3:], axis=-1)
         weighted = err.reshape(f, -1)[:, self.rows] * self.sqrt_w
@@ -217,6 +218,39 @@ def _track(problem: _Problem, method: Method, g: PreparedGoals, start: Pose) -> 
     )
 
 
+REASONS = np.array(["", "converged", "stagnated", "diverged", "max_iterations", "failed"])
+_RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED = range(6)
+
+
+@dataclass
+class _Active:
+    """The per-frame working arrays of the frames still iterating."""
+
+    index: NDArray[np.intp]  # their frame numbers
+    pose: Pose
+    goals: PreparedGoals
+    best: Pose
+    best_r: Array
+    best_pos: Array
+    best_rot: Array
+    prev_r: Array
+    rises: NDArray[np.intp]
+    colw: Array  # DOF weights; 0 locks a DOF (stiffness, limits)
+    dmax: Array  # Buss-Kim's D_max,i per effector
+    prev_pos: Array | None
+    targets_model: Array | None
+    state: dict[str, Array]
+
+    def keep(self, idx: NDArray[np.intp]) -> None:
+        self.index = self.index[idx]
+        self.pose, self.best, self.goals = self.pose.take(idx), self.best.take(idx), self.goals.take(idx)
+        for name in ("best_r", "best_pos", "best_rot", "prev_r", "rises", "colw", "dmax", "prev_pos", "targets_model"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value[idx])
+        self.state = {key: v[idx] for key, v in self.state.items()}
+
+
 def _iterate(
     problem: _Problem,
     method: Method,
@@ -228,180 +262,125 @@ def _iterate(
 ) -> SolveResult:
     """Iterate all frames of ``goals`` from ``start``; the core loop.
 
-    In track mode (``track``) there are no stagnation or divergence stops, the last pose (not
-    the best) is kept, and ``carry`` hands the method's state and the adaptive clamp on to the
-    next frame.
+    Each pass: forward kinematics, errors, stop tests (a stopped frame leaves the working
+    arrays with its best pose), then one step of the method on the weighted Jacobian, the
+    step cap, the null-space term, the update and the joint limits. In track mode there are
+    no stagnation or divergence stops, the last pose (not the best) is kept, and ``carry``
+    hands the method's state and the adaptive clamp on to the next frame.
     """
     skel, st = problem.skel, problem.settings
     frames, n_eff, n = goals.frames, skel.n_effectors, skel.n_dofs
     rotational = skel.dof_rotational
+    carry = carry if carry is not None else {}
 
-    # results, for all frames
     final = start.copy()
     iterations = np.zeros(frames, dtype=np.intp)
-    reason = np.full(frames, "max_iterations", dtype="<U14")
+    reason = np.full(frames, _MAX_ITERATIONS)
     pos_out = np.zeros((frames, n_eff))
     rot_out = np.zeros((frames, n_eff))
-    history = np.zeros((max_iter + 1, frames))
+    history: list[tuple[NDArray[np.intp], Array]] = []
     stats: dict[str, list[float]] = {}
-
-    # working arrays, for the active frames only
-    act = np.arange(frames)
-    pose = start.copy()
-    g = goals
-    best = pose.copy()
-    best_r = np.full(frames, np.inf)
-    best_pos = np.zeros((frames, n_eff))
-    best_rot = np.zeros((frames, n_eff))
-    prev_r = np.full(frames, np.inf)
-    rises = np.zeros(frames, dtype=np.intp)
-    colw = np.broadcast_to(skel.dof_weight, (frames, n)).copy()
-    state = carry["method"] if carry is not None else method.initial_state(frames)
-    dmax = carry.get("dmax") if carry is not None else None
-    if dmax is None:
-        dmax = np.full((frames, n_eff), np.inf)  # Buss-Kim: D_max,i starts at infinity
-    prev_pos: Array | None = carry.get("prev_pos") if carry is not None else None
+    a = _Active(
+        index=np.arange(frames),
+        pose=start.copy(),
+        goals=goals,
+        best=start.copy(),
+        best_r=np.full(frames, np.inf),
+        best_pos=np.zeros((frames, n_eff)),
+        best_rot=np.zeros((frames, n_eff)),
+        prev_r=np.full(frames, np.inf),
+        rises=np.zeros(frames, dtype=np.intp),
+        colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
+        dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
+        prev_pos=carry.get("prev_pos"),
+        targets_model=goals.targets_model() if st.jacobian_at_targets else None,
+        state=carry.get("method", method.initial_state(frames)),
+    )
     tol_pos = np.where(problem.use_pos, st.tolerance, np.inf)
     tol_rot = np.where(problem.use_rot, st.rotation_tolerance, np.inf)
-    targets_model = goals.targets_model() if st.jacobian_at_targets else None
+
+    def finish(idx: NDArray[np.intp], why: NDArray[np.intp] | int, k: int) -> None:
+        out = a.index[idx]
+        final.put(out, a.best.take(idx))
+        iterations[out], reason[out] = k, why
+        pos_out[out], rot_out[out] = a.best_pos[idx], a.best_rot[idx]
 
     for k in range(max_iter + 1):
-        kin = skel.forward_kinematics(pose)
-        err = problem.errors(kin, g)
+        kin = skel.forward_kinematics(a.pose)
+        err = problem.errors(kin, a.goals)
         r = err.residual
-        history[k:, act] = r
-        better = r < best_r
-        if track:
-            better[:] = True
+        history.append((a.index, r))
+        better = np.ones(len(r), dtype=bool) if track else r < a.best_r
         if np.any(better):
             idx = np.flatnonzero(better)
-            best.put(idx, pose.take(idx))
-            best_r[better], best_pos[better], best_rot[better] = (
-                r[better],
-                err.pos[better],
-                err.rot[better],
-            )
-        if st.clamp_adaptive and prev_pos is not None:
-            # d_i: how much the last step moved effector i closer to its target
-            dmax = np.maximum(prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
-        prev_pos = err.pos
+            a.best.put(idx, a.pose.take(idx))
+            a.best_r[idx], a.best_pos[idx], a.best_rot[idx] = r[idx], err.pos[idx], err.rot[idx]
+        if st.clamp_adaptive and a.prev_pos is not None:
+            # Buss-Kim section 3: D_max,i = d_i + D_max, d_i how much the last step moved
+            # effector i closer to its target
+            a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
+        a.prev_pos = err.pos
 
-        converged = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
-        why = np.where(converged, "converged", "")
+        why = np.where(np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1), _CONVERGED, _RUNNING)
         if not track and k > 0:
-            stagnant = np.abs(prev_r - r) <= st.stagnation * np.maximum(r, 1e-300)
-            rises = np.where(r > prev_r, rises + 1, 0)
-            why = np.where(
-                why == "",
-                np.where(
-                    stagnant, "stagnated", np.where(rises >= st.divergence_count, "diverged", "")
-                ),
-                why,
-            )
+            a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
+            stagnant = np.abs(a.prev_r - r) <= st.stagnation * np.maximum(r, 1e-300)
+            why = np.where(why != _RUNNING, why, np.where(stagnant, _STAGNATED, np.where(a.rises >= st.divergence_count, _DIVERGED, _RUNNING)))
         if k == max_iter:
-            why = np.where(why == "", "max_iterations", why)
-        stop = why != ""
+            why = np.where(why != _RUNNING, why, _MAX_ITERATIONS)
+        stop = why != _RUNNING
         if np.any(stop):
-            s_idx = np.flatnonzero(stop)
-            out_idx = act[s_idx]
-            final.put(out_idx, best.take(s_idx))
-            iterations[out_idx] = k
-            reason[out_idx] = why[s_idx]
-            pos_out[out_idx], rot_out[out_idx] = best_pos[s_idx], best_rot[s_idx]
+            finish(np.flatnonzero(stop), why[stop], k)
             keep = np.flatnonzero(~stop)
             if len(keep) == 0:
                 break
-            act = act[keep]
-            pose, best, g = pose.take(keep), best.take(keep), g.take(keep)
-            best_r, best_pos, best_rot = best_r[keep], best_pos[keep], best_rot[keep]
-            r, rises, colw, dmax, prev_pos = (
-                r[keep],
-                rises[keep],
-                colw[keep],
-                dmax[keep],
-                prev_pos[keep],
-            )
-            state = {key: v[keep] for key, v in state.items()}
+            a.keep(keep)
             kin = _take_kin(kin, keep)
-            err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r)
-            if targets_model is not None:
-                targets_model = targets_model[keep]
-        prev_r = r
+            err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r[keep])
+        a.prev_r = err.residual
 
-        # the step
+        # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
         e6 = err.e.copy()
-        if st.clamp_distance is not None:
-            limit = dmax if st.clamp_adaptive else np.full_like(err.pos, st.clamp_distance)
-            scale = np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)  # ClampMag
-            e6[..., :3] *= scale[..., None]
-        jac = skel.jacobian(kin, targets_model)
-        jac[:, :, :3] = g.lin[:, None] @ jac[:, :, :3]  # world position rows
-        f_act = len(act)
-        jw = (
-            jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
-            * problem.sqrt_w[None, :, None]
-            * colw[:, None, :]
-        )
+        if st.clamp_distance is not None:  # ClampMag of each position error (Buss-Kim section 3)
+            limit = a.dmax if st.clamp_adaptive else st.clamp_distance
+            e6[..., :3] *= np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)[..., None]
+        jac = skel.jacobian(kin, a.targets_model)
+        if not problem.identity_base:
+            jac[:, :, :3] = mul(a.goals.lin[:, None], jac[:, :, :3])  # world position rows
+        f_act = len(a.index)
+        jw = jac.reshape(f_act, n_eff * 6, n)[:, problem.rows] * problem.sqrt_w[None, :, None] * a.colw[:, None, :]
         ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.sqrt_w
-        ctx = StepContext(
-            0.5 * np.einsum("fm,fm->f", ew, ew),
-            problem.blocks,
-            problem.n_blocks,
-            rotational,
-            state,
-            stats,
-        )
+        ctx = StepContext(0.5 * np.einsum("fm,fm->f", ew, ew), problem.blocks, problem.n_blocks, rotational, a.state, stats)
         dt = method.step(jw, ew, ctx)
         if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
-            dt = dt + _nullspace_term(problem, method, pose, jw, colw, ctx)
-        dq = colw * dt
+            dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx)
+        dq = a.colw * dt
         if st.max_step is not None:
             dq = clamp_max_abs(dq, st.max_step, rotational)
-        bad = ~np.all(np.isfinite(dq), axis=1)
-        if np.any(bad):  # never let NaN into a pose: stop those frames at their best pose
-            dq[bad] = 0.0
-            out_idx = act[bad]
-            final.put(out_idx, best.take(np.flatnonzero(bad)))
-            reason[out_idx], iterations[out_idx] = "failed", k
-            pos_out[out_idx], rot_out[out_idx] = best_pos[bad], best_rot[bad]
-            colw[bad] = 0.0
-        pose = skel.apply(pose, dq)
+        a.state = ctx.state
+        a.pose = skel.apply(a.pose, dq)
         if st.keep_limits:
-            violated = skel.clamp_to_limits(pose)
-            colw[violated] = 0.0  # lock a DOF that hit its limit for the rest of this solve
-        if np.any(bad):  # drop the failed frames from further work
-            keep = np.flatnonzero(~bad)
-            act, pose, best, g = act[keep], pose.take(keep), best.take(keep), g.take(keep)
-            best_r, best_pos, best_rot = best_r[keep], best_pos[keep], best_rot[keep]
-            prev_r, rises, colw, dmax, prev_pos = (
-                prev_r[keep],
-                rises[keep],
-                colw[keep],
-                dmax[keep],
-                prev_pos[keep],
-            )
-            state = {key: v[keep] for key, v in ctx.state.items()}
-            if targets_model is not None:
-                targets_model = targets_model[keep]
-            if len(act) == 0:
+            a.colw[skel.clamp_to_limits(a.pose)] = 0.0  # lock a DOF that hit its limit
+        bad = ~(np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3)))
+        if np.any(bad):  # never let NaN into a pose: stop those frames at their best pose
+            finish(np.flatnonzero(bad), _FAILED, k)
+            a.keep(np.flatnonzero(~bad))
+            if len(a.index) == 0:
                 break
-        else:
-            state = ctx.state
 
-    if carry is not None:
-        carry["method"], carry["dmax"], carry["prev_pos"] = state, dmax, prev_pos
-    return SolveResult(final, pos_out, rot_out, iterations, reason, history, 0.0, stats)
+    carry["method"], carry["dmax"], carry["prev_pos"] = a.state, a.dmax, a.prev_pos
+    hist = np.zeros((len(history), frames))
+    last = np.zeros(frames, dtype=np.intp)
+    for k, (idx, r) in enumerate(history):
+        hist[k, idx] = r
+        last[idx] = k
+    held = np.arange(len(history))[:, None] > last[None, :]
+    hist = np.where(held, hist[last, np.arange(frames)], hist)  # a stopped frame holds its last value
+    return SolveResult(final, pos_out, rot_out, iterations, REASONS[reason], hist, 0.0, stats)
 
 
 def _take_kin(kin: Kinematics, keep: NDArray[np.intp]) -> Kinematics:
-    return Kinematics(
-        kin.rot[keep],
-        kin.pre[keep],
-        kin.head[keep],
-        kin.child[keep],
-        kin.points[keep],
-        kin.frames_rot[keep],
-    )
+    return Kinematics(kin.rot[keep], kin.pre[keep], kin.head[keep], kin.child[keep], kin.points[keep], kin.frames_rot[keep])
 
 
 def _nullspace_term(
