@@ -39,7 +39,11 @@ class StepContext:
 
 
 def _solve_vec(a: Array, b: Array) -> Array:
-    return np.linalg.solve(a, b[..., None])[..., 0]
+    return np.asarray(np.linalg.solve(a, b[..., None])[..., 0], dtype=np.float64)
+
+
+def _cholesky(a: Array) -> Array:
+    return np.asarray(np.linalg.cholesky(a), dtype=np.float64)
 
 
 def damped_solve(jac: Array, e: Array, lam2: Array) -> Array:
@@ -54,10 +58,10 @@ def damped_solve(jac: Array, e: Array, lam2: Array) -> Array:
     lam = lam2[:, None, None] * np.eye(min(m, n))
     try:
         if m <= n:
-            low = np.linalg.cholesky(jac @ jt + lam)
+            low = _cholesky(jac @ jt + lam)
             z = _solve_vec(np.swapaxes(low, -1, -2), _solve_vec(low, e))
             return np.einsum("fnm,fm->fn", jt, z)
-        low = np.linalg.cholesky(jt @ jac + lam)
+        low = _cholesky(jt @ jac + lam)
         rhs = np.einsum("fnm,fm->fn", jt, e)
         return _solve_vec(np.swapaxes(low, -1, -2), _solve_vec(low, rhs))
     except np.linalg.LinAlgError:

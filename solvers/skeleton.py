@@ -128,7 +128,7 @@ class Pose:
     def copy(self) -> Pose:
         return Pose(self.rotations.copy(), self.locations.copy(), self.stretch.copy())
 
-    def put(self, index: ArrayLike, other: Pose) -> None:
+    def put(self, index: NDArray[np.intp], other: Pose) -> None:
         """Write ``other``'s frames into the frames at ``index``."""
         self.rotations[index] = other.rotations
         self.locations[index] = other.locations
@@ -330,7 +330,9 @@ class Skeleton:
         head = pos[..., :nb].transpose(1, 2, 0)
         child = head + pose.stretch[..., None] * rot_aos[..., :, 1]
         erot = rot_aos[:, self.eff_bone]
-        origin = np.where(self.eff_stretches[None, :, None], child[:, self.eff_bone], head[:, self.eff_bone])
+        origin = np.where(
+            self.eff_stretches[None, :, None], child[:, self.eff_bone], head[:, self.eff_bone]
+        )
         points = origin + rotate(erot, self.eff_offset)
         return Kinematics(rot_aos, pre_aos, head, child, points, erot)
 
@@ -488,7 +490,9 @@ class Skeleton:
 
 def _compose(a: Array, b: Array) -> Array:
     """Products a @ b of rotation stacks stored as (3, 3, ...)."""
-    return np.asarray(a[:, 0, None] * b[None, 0] + a[:, 1, None] * b[None, 1] + a[:, 2, None] * b[None, 2])
+    return np.asarray(
+        a[:, 0, None] * b[None, 0] + a[:, 1, None] * b[None, 1] + a[:, 2, None] * b[None, 2]
+    )
 
 
 def _rotate(a: Array, v: Array) -> Array:

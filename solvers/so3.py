@@ -100,7 +100,11 @@ def mul(a: Array, b: Array) -> Array:
 
 def rotate(a: Array, v: Array) -> Array:
     """a @ v for stacks of 3x3 matrices and 3-vectors, written out (see ``mul``)."""
-    return np.asarray(a[..., :, 0] * v[..., None, 0] + a[..., :, 1] * v[..., None, 1] + a[..., :, 2] * v[..., None, 2])
+    return np.asarray(
+        a[..., :, 0] * v[..., None, 0]
+        + a[..., :, 1] * v[..., None, 1]
+        + a[..., :, 2] * v[..., None, 2]
+    )
 
 
 def orthonormalize(m: Array) -> Array:

@@ -194,8 +194,10 @@ def _track(problem: _Problem, method: Method, g: PreparedGoals, start: Pose) -> 
     pieces = []
     current = start[0]
     for f in range(frames):
-        res = _iterate(problem, method, g.take([f]), current, steps, track=True, carry=carry)
-        out.put([f], res.pose)
+        res = _iterate(
+            problem, method, g.take(np.array([f])), current, steps, track=True, carry=carry
+        )
+        out.put(np.array([f]), res.pose)
         current = res.pose
         pieces.append(res)
     history = np.concatenate(
@@ -243,8 +245,22 @@ class _Active:
 
     def keep(self, idx: NDArray[np.intp]) -> None:
         self.index = self.index[idx]
-        self.pose, self.best, self.goals = self.pose.take(idx), self.best.take(idx), self.goals.take(idx)
-        for name in ("best_r", "best_pos", "best_rot", "prev_r", "rises", "colw", "dmax", "prev_pos", "targets_model"):
+        self.pose, self.best, self.goals = (
+            self.pose.take(idx),
+            self.best.take(idx),
+            self.goals.take(idx),
+        )
+        for name in (
+            "best_r",
+            "best_pos",
+            "best_rot",
+            "prev_r",
+            "rises",
+            "colw",
+            "dmax",
+            "prev_pos",
+            "targets_model",
+        ):
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value[idx])
@@ -321,11 +337,23 @@ def _iterate(
             a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
         a.prev_pos = err.pos
 
-        why = np.where(np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1), _CONVERGED, _RUNNING)
+        why = np.where(
+            np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1),
+            _CONVERGED,
+            _RUNNING,
+        )
         if not track and k > 0:
             a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
             stagnant = np.abs(a.prev_r - r) <= st.stagnation * np.maximum(r, 1e-300)
-            why = np.where(why != _RUNNING, why, np.where(stagnant, _STAGNATED, np.where(a.rises >= st.divergence_count, _DIVERGED, _RUNNING)))
+            why = np.where(
+                why != _RUNNING,
+                why,
+                np.where(
+                    stagnant,
+                    _STAGNATED,
+                    np.where(a.rises >= st.divergence_count, _DIVERGED, _RUNNING),
+                ),
+            )
         if k == max_iter:
             why = np.where(why != _RUNNING, why, _MAX_ITERATIONS)
         stop = why != _RUNNING
@@ -343,14 +371,27 @@ def _iterate(
         e6 = err.e.copy()
         if st.clamp_distance is not None:  # ClampMag of each position error (Buss-Kim section 3)
             limit = a.dmax if st.clamp_adaptive else st.clamp_distance
-            e6[..., :3] *= np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)[..., None]
+            e6[..., :3] *= np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)[
+                ..., None
+            ]
         jac = skel.jacobian(kin, a.targets_model)
         if not problem.identity_base:
             jac[:, :, :3] = mul(a.goals.lin[:, None], jac[:, :, :3])  # world position rows
         f_act = len(a.index)
-        jw = jac.reshape(f_act, n_eff * 6, n)[:, problem.rows] * problem.sqrt_w[None, :, None] * a.colw[:, None, :]
+        jw = (
+            jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
+            * problem.sqrt_w[None, :, None]
+            * a.colw[:, None, :]
+        )
         ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.sqrt_w
-        ctx = StepContext(0.5 * np.einsum("fm,fm->f", ew, ew), problem.blocks, problem.n_blocks, rotational, a.state, stats)
+        ctx = StepContext(
+            0.5 * np.einsum("fm,fm->f", ew, ew),
+            problem.blocks,
+            problem.n_blocks,
+            rotational,
+            a.state,
+            stats,
+        )
         dt = method.step(jw, ew, ctx)
         if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
             dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx)
@@ -361,7 +402,9 @@ def _iterate(
         a.pose = skel.apply(a.pose, dq)
         if st.keep_limits:
             a.colw[skel.clamp_to_limits(a.pose)] = 0.0  # lock a DOF that hit its limit
-        bad = ~(np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3)))
+        bad = ~(
+            np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3))
+        )
         if np.any(bad):  # never let NaN into a pose: stop those frames at their best pose
             finish(np.flatnonzero(bad), _FAILED, k)
             a.keep(np.flatnonzero(~bad))
@@ -375,12 +418,21 @@ def _iterate(
         hist[k, idx] = r
         last[idx] = k
     held = np.arange(len(history))[:, None] > last[None, :]
-    hist = np.where(held, hist[last, np.arange(frames)], hist)  # a stopped frame holds its last value
+    hist = np.where(
+        held, hist[last, np.arange(frames)], hist
+    )  # a stopped frame holds its last value
     return SolveResult(final, pos_out, rot_out, iterations, REASONS[reason], hist, 0.0, stats)
 
 
 def _take_kin(kin: Kinematics, keep: NDArray[np.intp]) -> Kinematics:
-    return Kinematics(kin.rot[keep], kin.pre[keep], kin.head[keep], kin.child[keep], kin.points[keep], kin.frames_rot[keep])
+    return Kinematics(
+        kin.rot[keep],
+        kin.pre[keep],
+        kin.head[keep],
+        kin.child[keep],
+        kin.points[keep],
+        kin.frames_rot[keep],
+    )
 
 
 def _nullspace_term(
