@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from .errors import GoalError
 from .so3 import Array, orthonormalize
@@ -22,6 +22,8 @@ class Goals:
         Sugihara's E = 1/2 e^T W_E e; the orientation error is in radians.
     base: the model-to-world affine transform (4, 4) or (F, 4, 4): the armature object's world
         matrix; non-uniform and negative scale are allowed. Errors are in world units.
+    secondary: (E,) bools; a secondary goal (a pole: the knee pulled toward a point in front)
+        acts only in the null space of the primary goals and never decides convergence.
     """
 
     position: ArrayLike
@@ -29,6 +31,7 @@ class Goals:
     position_weight: ArrayLike | None = None
     rotation_weight: ArrayLike | None = None
     base: ArrayLike | None = None
+    secondary: ArrayLike | None = None
 
 
 @dataclass
@@ -42,6 +45,7 @@ class PreparedGoals:
     lin: Array  # (F, 3, 3) base linear part
     trans: Array  # (F, 3) base translation
     lin_inv: Array  # (F, 3, 3)
+    secondary: NDArray[np.bool_]  # (E,)
 
     @property
     def frames(self) -> int:
@@ -57,6 +61,7 @@ class PreparedGoals:
             self.lin[i],
             self.trans[i],
             self.lin_inv[i],
+            self.secondary,
         )
 
     def targets_model(self) -> Array:
@@ -87,7 +92,11 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
         raise GoalError(f"target positions of effectors {bad} are NaN or infinite")
     w_pos = _weights(goals.position_weight, 1.0, n_effectors, "position_weight")
     w_rot = _weights(goals.rotation_weight, 0.0, n_effectors, "rotation_weight")
-    if not np.any(w_pos > 0) and not np.any(w_rot > 0):
+    secondary = np.zeros(n_effectors, dtype=bool)
+    if goals.secondary is not None:
+        secondary = np.broadcast_to(np.asarray(goals.secondary, dtype=bool), (n_effectors,)).copy()
+    primary = ~secondary
+    if not np.any(w_pos[primary] > 0) and not np.any(w_rot[primary] > 0):
         raise GoalError("every goal has zero weight: nothing to solve")
 
     base = np.eye(4) if goals.base is None else np.asarray(goals.base, dtype=float)
@@ -124,5 +133,5 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
         m = np.where(np.linalg.det(m)[..., None, None] < 0, -m, m)
         rot_model = m
     return PreparedGoals(
-        pos, np.asarray(rot_model), w_pos, w_rot, lin, base[:, :3, 3].copy(), lin_inv
+        pos, np.asarray(rot_model), w_pos, w_rot, lin, base[:, :3, 3].copy(), lin_inv, secondary
     )

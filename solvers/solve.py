@@ -41,7 +41,9 @@ class Settings:
     max_step: the largest change of a rotational DOF in one step (ClampMaxAbs), None = off.
     nullspace: "none", "exact" ((I - J^+ J) v) or "damped" ((I - J* J) v, Deo-Walker eq. 24),
         with v pulling toward ``rest_pose`` (weight ``rest_weight``) and away from joint limits
-        (``limit_weight``); nullspace_damping is lam^2 of J* for methods without their own.
+        (``limit_weight``); nullspace_damping is lam^2 of J* for methods without their own and
+        the damping of the secondary goals' step. Secondary goals (``Goals.secondary``) always
+        act in the null space ("exact" when this is "none").
     jacobian_at_targets: form the position rows at the target points (Buss 2009).
     keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve.
     """
@@ -131,16 +133,25 @@ class _Problem:
         use = np.zeros((e, 6), dtype=bool)
         use[:, :3] = (goals.w_pos > 0)[:, None]
         use[:, 3:] = (goals.w_rot > 0)[:, None]
+        sec = np.repeat(goals.secondary, 6).reshape(e, 6)
+        self.sec_rows = np.flatnonzero((use & sec).reshape(-1))
+        use &= ~sec
         self.rows = np.flatnonzero(use.reshape(-1))
         w = np.concatenate(
             [np.repeat(goals.w_pos[:, None], 3, 1), np.repeat(goals.w_rot[:, None], 3, 1)], axis=1
         )
         self.sqrt_w = np.sqrt(w.reshape(-1)[self.rows])
+        self.sec_sqrt_w = np.sqrt(w.reshape(-1)[self.sec_rows])
         self.blocks = self.rows // 3
         _, self.blocks = np.unique(self.blocks, return_inverse=True)
         self.n_blocks = int(self.blocks.max()) + 1
-        self.use_pos = goals.w_pos > 0
-        self.use_rot = goals.w_rot > 0
+        # secondary goals never decide convergence
+        self.use_pos = (goals.w_pos > 0) & ~goals.secondary
+        self.use_rot = (goals.w_rot > 0) & ~goals.secondary
+        pulls = settings.nullspace != "none" and (
+            settings.rest_weight > 0 or settings.limit_weight > 0
+        )
+        self.use_nullspace = pulls or self.sec_rows.size > 0
         self.any_rot = bool(np.any(self.use_rot))
         self.identity_base = bool(np.all(goals.lin == np.eye(3)))
 
@@ -176,6 +187,8 @@ def solve(
         and np.all(np.isfinite(start.stretch))
     ):
         raise SettingsError("the start pose contains NaN or inf")
+    if settings.keep_limits:
+        skeleton.clamp_to_limits(start)  # a start pose outside the limits starts at them
     problem = _Problem(skeleton, g, settings)
     method = settings.make_method()
     if settings.mode == "converge":
@@ -393,8 +406,14 @@ def _iterate(
             stats,
         )
         dt = method.step(jw, ew, ctx)
-        if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
-            dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx)
+        if problem.use_nullspace:
+            secondary = None
+            if problem.sec_rows.size:
+                j2 = jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows]
+                j2 = j2 * problem.sec_sqrt_w[None, :, None] * a.colw[:, None, :]
+                e2 = e6.reshape(f_act, -1)[:, problem.sec_rows] * problem.sec_sqrt_w
+                secondary = (j2, e2)
+            dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx, dt, secondary)
         dq = a.colw * dt
         if st.max_step is not None:
             dq = clamp_max_abs(dq, st.max_step, rotational)
@@ -436,16 +455,44 @@ def _take_kin(kin: Kinematics, keep: NDArray[np.intp]) -> Kinematics:
 
 
 def _nullspace_term(
-    problem: _Problem, method: Method, pose: Pose, jw: Array, colw: Array, ctx: StepContext
+    problem: _Problem,
+    method: Method,
+    pose: Pose,
+    jw: Array,
+    colw: Array,
+    ctx: StepContext,
+    dt: Array,
+    secondary: tuple[Array, Array] | None,
 ) -> Array:
-    """The secondary motion projected into the null space of the weighted Jacobian.
+    """Motion in the null space of the primary goals' weighted Jacobian J, added to step dt.
 
-    v = -rest_weight (q - q_rest) - limit_weight (q - q_mid) / half_range^2 (the gradient of a
-    quadratic pull toward the rest pose and toward the middle of each limited range), in the
-    weighted coordinates of the step; "exact" projects with I - V_r V_r^T = I - J^+ J,
-    "damped" with I - J* J, J* = J^T (J J^T + lam2 I)^-1 (Deo-Walker eq. 24).
+    The projector P is I - J^+ J ("exact", from the SVD of J) or I - J* J with
+    J* = J^T (J J^T + lam2 I)^-1 ("damped", Deo-Walker eq. 24). Two things use it:
+
+    - a gradient v = -rest_weight (q - q_rest) - limit_weight (q - q_mid) / half_range^2 (a
+      pull toward the rest pose and toward the middle of each limited range): P v;
+    - secondary goals (J2, e2), e.g. a knee pulled toward its pole, as a task of lower priority
+      (Nakamura's task-priority scheme, damped as in Chiaverini 1997):
+      P J2^T (J2 P J2^T + lam2 I)^-1 (e2 - J2 dt), so they move only what the primary goals
+      leave free.
     """
     skel, st = problem.skel, problem.settings
+    frames, n = colw.shape
+    if st.nullspace == "damped":
+        lam2 = method.nullspace_damping(ctx)
+        lam2 = np.maximum(np.full(frames, st.nullspace_damping) if lam2 is None else lam2, 1e-12)
+
+        def project(x: Array) -> Array:
+            return np.asarray(x - damped_solve(jw, np.einsum("fmn,fn->fm", jw, x), lam2))
+    else:
+        _, s, vt = np.linalg.svd(jw, full_matrices=True)
+        rank = (s > 1e-8 * np.maximum(s[:, :1], 1e-300)).sum(axis=1)
+        basis = vt * (np.arange(n)[None, :] < rank[:, None])[:, :, None]  # rows: V_r^T
+
+        def project(x: Array) -> Array:
+            return np.asarray(x - np.einsum("fin,fi->fn", basis, np.einsum("fin,fn->fi", basis, x)))
+
+    out = np.zeros_like(colw)
     v = np.zeros_like(colw)
     if st.rest_weight > 0:
         v -= st.rest_weight * skel.rest_offsets(pose, st.rest_pose)
@@ -457,16 +504,13 @@ def _nullspace_term(
         half = np.where(ranged, 0.5 * (skel.dof_max - skel.dof_min), 1.0)
         coords = skel.coordinates(pose)
         v -= st.limit_weight * np.where(ranged, (coords - mid) / half**2, 0.0)
-    v *= colw
-    if st.nullspace == "exact":
-        _, s, vt = np.linalg.svd(jw, full_matrices=True)
-        rank = (s > 1e-8 * np.maximum(s[:, :1], 1e-300)).sum(axis=1)
-        mask = np.arange(vt.shape[1])[None, :] < rank[:, None]
-        coef = np.einsum("fin,fn->fi", vt, v) * mask
-        return np.asarray(v - np.einsum("fin,fi->fn", vt, coef))
-    lam2 = method.nullspace_damping(ctx)
-    if lam2 is None:
-        lam2 = np.full(len(v), st.nullspace_damping)
-    lam2 = np.maximum(lam2, 1e-12)
-    jv = np.einsum("fmn,fn->fm", jw, v)
-    return np.asarray(v - damped_solve(jw, jv, lam2))
+    if st.rest_weight > 0 or st.limit_weight > 0:
+        out += project(v * colw)
+    if secondary is not None:
+        j2, e2 = secondary
+        r2 = e2 - np.einsum("fmn,fn->fm", j2, dt)
+        # P J2^T, one column per secondary row (P is symmetric)
+        pj2t = np.stack([project(j2[:, i]) for i in range(j2.shape[1])], axis=2)
+        gram = np.einsum("fmn,fnk->fmk", j2, pj2t) + st.nullspace_damping * np.eye(j2.shape[1])
+        out += np.einsum("fnm,fm->fn", pj2t, np.linalg.solve(gram, r2[..., None])[..., 0])
+    return out

@@ -318,3 +318,28 @@ def test_divergence_returns_the_best_pose():
     assert result.history[: result.iterations[0] + 1, 0].min() == pytest.approx(
         np.linalg.norm(skel.forward_kinematics(result.pose).points[0, 0] - [0, 4.5, 0.1])
     )
+
+
+def leg():
+    """Thigh and shin along -Z (2 x 0.45), ball hip, ball knee; effectors: foot, knee."""
+    from solvers import Effector, Skeleton
+
+    down = np.array([[1.0, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 1.0], [0, 0, 0, 1]])  # Y -> -Z
+    shin = np.eye(4)
+    shin[1, 3] = 0.45
+    rest = np.stack([down, shin])
+    effectors = [Effector(1, (0, 0.45, 0), "foot"), Effector(1, (0, 0, 0), "knee")]
+    return Skeleton([-1, 1 - 1], rest, [Joint.ball(), Joint.ball()], effectors)
+
+
+@pytest.mark.parametrize("pole_y", [-1.0, 1.0])
+def test_pole_goal_bends_the_knee_toward_the_pole_with_the_foot_on_target(pole_y):
+    skel = leg()
+    foot = np.array([0.0, 0.0, 0.3])  # hip at z = 1, the leg must bend
+    pole = np.array([0.0, pole_y, 0.55])
+    goals = Goals(position=np.stack([foot, pole])[None], secondary=[False, True])
+    result = solve(skel, goals, Settings(method="lm", max_iterations=200))
+    kin = skel.forward_kinematics(result.pose)
+    assert result.position_error[0, 0] <= 1e-5
+    assert np.sign(kin.points[0, 1, 1]) == np.sign(pole_y)  # the knee is on the pole's side
+    assert abs(kin.points[0, 1, 0]) < 1e-3  # and in the plane of hip, foot and pole

@@ -1,0 +1,87 @@
+"""Property-based: whatever the tree, joints, limits, start pose and targets, a solve returns
+finite poses and errors and keeps the limits."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from solvers import METHODS, Effector, Goals, Joint, Pose, Settings, Skeleton, exp_so3, solve
+
+JOINTS = ["XYZ", "X", "Y", "Z", "XZ", "XY", "YZ", ""]
+finite = st.floats(-50, 50, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(1, 7))
+    parents = [-1] + [draw(st.integers(0, b - 1)) for b in range(1, n)]
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rest = np.tile(np.eye(4), (n, 1, 1))
+    rest[:, :3, :3] = exp_so3(rng.normal(size=(n, 3)) * draw(st.sampled_from([0.0, 1.0])))
+    rest[1:, 1, 3] = draw(st.sampled_from([0.0, 1e-9, 0.5, 1.0]))  # zero-length bones too
+    joints = []
+    for _ in range(n):
+        axes = draw(st.sampled_from(JOINTS))
+        limits = {}
+        if axes and draw(st.booleans()):
+            lo = draw(st.floats(-3.0, 0.0))
+            limits = {f"rot_{a.lower()}": (lo, lo + draw(st.floats(0.0, 3.0))) for a in axes}
+        stretch = draw(st.booleans())
+        joints.append(
+            Joint(
+                axes,
+                location_axes=draw(st.sampled_from(["", "XYZ"])),
+                stretch=stretch,
+                limits=limits,
+            )
+        )
+    n_eff = draw(st.integers(1, 3))
+    effectors = [
+        Effector(draw(st.integers(0, n - 1)), (0.0, draw(st.sampled_from([0.0, 0.5])), 0.0))
+        for _ in range(n_eff)
+    ]
+    skel = Skeleton(parents, rest, joints, effectors)
+    frames = draw(st.integers(1, 3))
+    targets = np.array(
+        draw(st.lists(finite, min_size=frames * n_eff * 3, max_size=frames * n_eff * 3))
+    ).reshape(frames, n_eff, 3)
+    start = Pose.rest(n, frames)
+    if skel.n_dofs:
+        start = skel.apply(
+            start, rng.normal(size=(frames, skel.n_dofs)) * draw(st.sampled_from([0.0, 0.1, 3.0]))
+        )
+    rotation_weight = draw(st.sampled_from([0.0, 1.0]))
+    rotations = exp_so3(rng.normal(size=(frames, n_eff, 3)) * 2)
+    goals = Goals(position=targets, rotation=rotations, rotation_weight=[rotation_weight] * n_eff)
+    return skel, goals, start
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    problems(),
+    st.sampled_from(sorted(METHODS)),
+    st.sampled_from([None, 0.3]),
+    st.sampled_from(["converge", "track"]),
+)
+def test_solve_is_always_finite_and_within_limits(problem, method, clamp, mode):
+    skel, goals, start = problem
+    settings_ = Settings(
+        method=method, max_iterations=25, clamp_distance=clamp, mode=mode, max_step=0.5
+    )
+    result = solve(skel, goals, settings_, start)
+    for arr in (
+        result.pose.rotations,
+        result.pose.locations,
+        result.pose.stretch,
+        result.position_error,
+        result.rotation_error,
+        result.history,
+    ):
+        assert np.all(np.isfinite(arr))
+    r = result.pose.rotations
+    assert np.allclose(r @ np.swapaxes(r, -1, -2), np.eye(3), atol=1e-9)
+    if skel.n_dofs and np.any(skel.dof_limited):
+        coords = skel.coordinates(result.pose)
+        limited = skel.dof_limited & skel.dof_rotational
+        assert np.all(coords[:, limited] >= skel.dof_min[limited] - 1e-6)
+        assert np.all(coords[:, limited] <= skel.dof_max[limited] + 1e-6)
