@@ -445,6 +445,9 @@ class Skeleton:
         kind, axes = self.rot_kind[b], self.rot_axes[b]
         if kind == KIND_BALL:
             swing = c * np.array([1.0, 0.0, 1.0])
+            # a swing is at most pi: pull longer ones toward 0 (inside any limit box around 0)
+            norm = np.linalg.norm(swing, axis=1, keepdims=True)
+            swing *= np.minimum(1.0, (np.pi - 1e-9) / np.maximum(norm, 1e-300))
             twist = np.zeros_like(c)
             twist[:, 1] = c[:, 1]
             return exp_so3(swing) @ exp_so3(twist)

@@ -1,6 +1,8 @@
 """Property-based: whatever the tree, joints, limits, start pose and targets, a solve returns
 finite poses and errors and keeps the limits."""
 
+import os
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,8 +26,11 @@ def problems(draw):
         axes = draw(st.sampled_from(JOINTS))
         limits = {}
         if axes and draw(st.booleans()):
-            lo = draw(st.floats(-3.0, 0.0))
-            limits = {f"rot_{a.lower()}": (lo, lo + draw(st.floats(0.0, 3.0))) for a in axes}
+            # Blender's IK limits: min in [-pi, 0], max in [0, pi]
+            limits = {
+                f"rot_{a.lower()}": (draw(st.floats(-3.0, 0.0)), draw(st.floats(0.0, 3.0)))
+                for a in axes
+            }
         stretch = draw(st.booleans())
         joints.append(
             Joint(
@@ -56,7 +61,12 @@ def problems(draw):
     return skel, goals, start
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    derandomize=not os.environ.get("HYPOTHESIS_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     problems(),
     st.sampled_from(sorted(METHODS)),
