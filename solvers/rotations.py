@@ -202,6 +202,36 @@ def make_quaternions_continuous(
     return q * signs[..., None]
 
 
+def make_axis_angle_continuous(
+    axis_angle: ArrayLike, previous: ArrayLike | None = None
+) -> FloatArray:
+    """Choose, frame by frame along axis 0, the axis-angle (..., 4) nearest the previous frame's.
+
+    (angle, axis), (-angle, -axis) and both with the angle moved by multiples of 2 pi are the
+    same rotation; near the identity the axis of ``axis_angle_from_quaternion`` flips while the
+    angle bounces off 0, which the negated form avoids (at the identity itself the previous
+    axis is kept). ``previous`` seeds the first frame.
+    """
+    aa = np.array(axis_angle, dtype=np.float64)
+    negated = -aa
+    out = np.empty_like(aa)
+    prev = None if previous is None else np.asarray(previous, dtype=np.float64)
+    for f in range(aa.shape[0]):
+        if prev is None:
+            out[f] = aa[f]
+        else:
+            a, b = aa[f].copy(), negated[f].copy()
+            a[..., 0] = _wrap_near(a[..., 0], prev[..., 0])
+            b[..., 0] = _wrap_near(b[..., 0], prev[..., 0])
+            use_b = np.sum(np.abs(b - prev), axis=-1) < np.sum(np.abs(a - prev), axis=-1)
+            best = np.where(use_b[..., None], b, a)
+            identity = (np.abs(np.sin(0.5 * aa[f, ..., 0])) < 1e-12)[..., None]
+            keep_axis = np.concatenate([best[..., :1], prev[..., 1:]], axis=-1)
+            out[f] = np.where(identity, keep_axis, best)
+        prev = out[f]
+    return out
+
+
 def _wrap_near(angles: FloatArray, reference: FloatArray) -> FloatArray:
     """Add multiples of 2 pi to each angle to bring it nearest to ``reference``."""
     return angles + _TAU * np.round((reference - angles) / _TAU)

@@ -1,0 +1,144 @@
+"""Write solved bone rotations back: pose channels for one frame, or keyframes in bulk.
+
+Rotations are converted into each bone's ``rotation_mode``; quaternions are kept in one
+hemisphere and Euler angles continuous from frame to frame (seeded with the bone's current
+value), so F-curves never flip sign or jump by 360 degrees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import bpy
+import numpy as np
+from numpy.typing import NDArray
+
+from ..solvers import rotations
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class Channel:
+    """Values (F, n) of one bone's rotation property (``attr``) over the solved frames."""
+
+    bone: str
+    attr: str
+    values: Array
+
+
+def rotation_attr(rotation_mode: str) -> str:
+    if rotation_mode == "QUATERNION":
+        return "rotation_quaternion"
+    if rotation_mode == "AXIS_ANGLE":
+        return "rotation_axis_angle"
+    return "rotation_euler"
+
+
+def current_rotations(ob: Any, names: list[str]) -> list[Array]:
+    """Each bone's current rotation property value (the seed for continuity)."""
+    pbones = ob.pose.bones
+    return [np.array(getattr(pbones[n], rotation_attr(pbones[n].rotation_mode))) for n in names]
+
+
+def rotation_channels(
+    ob: Any, names: list[str], matrices: Array, seeds: list[Array]
+) -> list[Channel]:
+    """Convert rotations (F, K, 3, 3) of bones ``names`` into their rotation modes."""
+    out = []
+    for k, name in enumerate(names):
+        mode = ob.pose.bones[name].rotation_mode
+        r = matrices[:, k]
+        if mode == "QUATERNION":
+            q = rotations.quaternion_from_matrix(r)
+            values = rotations.make_quaternions_continuous(q, previous=seeds[k])
+        elif mode == "AXIS_ANGLE":
+            aa = rotations.axis_angle_from_matrix(r)
+            values = rotations.make_axis_angle_continuous(aa, previous=seeds[k])
+        else:
+            e = rotations.euler_from_matrix(r, mode)
+            values = rotations.make_euler_continuous(e, mode, previous=seeds[k])
+        out.append(Channel(name, rotation_attr(mode), values))
+    return out
+
+
+def set_pose_channels(ob: Any, channels: list[Channel], frame_index: int = 0) -> None:
+    """Set the pose bones' rotation properties to one frame of ``channels``."""
+    for ch in channels:
+        setattr(ob.pose.bones[ch.bone], ch.attr, ch.values[frame_index].tolist())
+
+
+def ensure_action(ob: Any) -> Any:
+    """The object's action, created (and assigned) when it has none."""
+    if ob.animation_data is None:
+        ob.animation_data_create()
+    if ob.animation_data.action is None:
+        ob.animation_data.action = bpy.data.actions.new(f"{ob.name}Action")
+    return ob.animation_data.action
+
+
+def ensure_fcurve(ob: Any, action: Any, data_path: str, index: int, group: str) -> Any:
+    """Find or create an F-curve of ``ob``'s action (layered on 4.4+, ``fcurves`` on 4.2)."""
+    if hasattr(action, "fcurve_ensure_for_datablock"):
+        # Blender 4.4+: creates the slot, layer, strip and channelbag when needed
+        return action.fcurve_ensure_for_datablock(ob, data_path, index=index, group_name=group)
+    fcurve = action.fcurves.find(data_path, index=index)
+    if fcurve is None:
+        fcurve = action.fcurves.new(data_path, index=index, action_group=group)
+    return fcurve
+
+
+def _interpolation_value() -> int:
+    """The enum value of the user's interpolation for new keys (as ``keyframe_insert`` uses)."""
+    prefs = bpy.context.preferences
+    name = prefs.edit.keyframe_new_interpolation_type if prefs is not None else "BEZIER"
+    items = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items  # type: ignore[attr-defined]
+    return int(items[name].value)
+
+
+def replace_keys(fcurve: Any, frames: Array, values: Array, interpolation: int) -> None:
+    """Replace the keys of ``fcurve`` inside [min(frames), max(frames)] by (frames, values).
+
+    Keys outside the range keep their values, handles and settings; the new keys are added in
+    bulk (``keyframe_points.add`` + ``foreach_set``), then the curve is sorted and its
+    automatic handles recomputed (``fcurve.update``).
+    """
+    points = fcurve.keyframe_points
+    if len(points):
+        co = np.empty(2 * len(points), dtype=np.float32)
+        points.foreach_get("co", co)
+        x = co[0::2]
+        inside = np.flatnonzero((x >= frames.min() - 1e-3) & (x <= frames.max() + 1e-3))
+        for i in inside[::-1]:
+            points.remove(points[int(i)], fast=True)
+    kept = len(points)
+    points.add(len(frames))
+    co = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", co)
+    co[2 * kept :: 2] = frames
+    co[2 * kept + 1 :: 2] = values
+    points.foreach_set("co", co)
+    interp = np.empty(len(points), dtype=np.int32)
+    points.foreach_get("interpolation", interp)
+    interp[kept:] = interpolation
+    points.foreach_set("interpolation", interp)
+    fcurve.update()
+
+
+def write_keys(ob: Any, channels: list[Channel], frames: list[int]) -> int:
+    """Key ``channels`` at ``frames`` into ``ob``'s action; returns the number of keys written.
+
+    Only the rotation F-curves of the given bones change, and only inside the frame range.
+    """
+    action = ensure_action(ob)
+    x = np.asarray(frames, dtype=np.float64)
+    interpolation = _interpolation_value()
+    written = 0
+    for ch in channels:
+        path = f'pose.bones["{bpy.utils.escape_identifier(ch.bone)}"].{ch.attr}'
+        for i in range(ch.values.shape[1]):
+            fcurve = ensure_fcurve(ob, action, path, i, ch.bone)
+            replace_keys(fcurve, x, ch.values[:, i], interpolation)
+            written += len(frames)
+    return written

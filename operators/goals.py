@@ -1,0 +1,150 @@
+"""Goal operators: add one for the active bone, remove one, import Blender's IK constraints."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import bpy
+from bpy.props import BoolProperty, IntProperty, StringProperty
+from mathutils import Matrix
+
+from . import poll
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
+
+
+class JACOBIAN_IK_OT_add_goal(bpy.types.Operator):
+    """Add a goal for the active bone, with a new Empty at its tail (aligned with it) as target"""
+
+    bl_idname = "jacobian_ik.add_goal"
+    bl_label = "Add IK Goal"
+    bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012
+
+    bone: StringProperty(name="Bone", description="Bone to pull (default: the active bone)")  # type: ignore[valid-type]
+    chain_length: IntProperty(  # type: ignore[valid-type]
+        name="Chain Length",
+        description="Bones the solver may rotate (0: to the root)",
+        default=2,
+        min=0,
+    )
+    use_tail: BoolProperty(name="Use Tail", default=True)  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return poll.armature(cls, context)
+
+    def execute(self, context: Any) -> set[OperatorReturnItems]:
+        ob = context.object
+        name = self.bone
+        if not name:
+            active = context.active_pose_bone or ob.data.bones.active
+            name = active.name if active is not None else ""
+        if not name:
+            self.report({"ERROR"}, "No bone given and no active bone")
+            return {"CANCELLED"}
+        pbone = ob.pose.bones.get(name) if ob.pose is not None else None
+        if pbone is None:
+            self.report({"ERROR"}, f"Armature {ob.name!r} has no bone {name!r}")
+            return {"CANCELLED"}
+
+        offset = Matrix.Translation((0.0, pbone.bone.length if self.use_tail else 0.0, 0.0))
+        empty = bpy.data.objects.new(f"IK {name}", None)
+        empty.empty_display_type = "ARROWS"
+        empty.empty_display_size = max(pbone.bone.length * 0.3, 1e-3)
+        empty.matrix_world = ob.matrix_world @ pbone.matrix @ offset
+        collection = ob.users_collection[0] if ob.users_collection else context.scene.collection
+        collection.objects.link(empty)
+
+        props = ob.jacobian_ik
+        goal = props.goals.add()
+        goal.bone = name
+        goal.target = empty
+        goal.chain_length = self.chain_length
+        goal.use_tail = self.use_tail
+        props.active_goal_index = len(props.goals) - 1
+        self.report({"INFO"}, f"Added goal for {name!r} with target {empty.name!r}")
+        return {"FINISHED"}
+
+
+class JACOBIAN_IK_OT_remove_goal(bpy.types.Operator):
+    """Remove the active goal (its target object stays)"""
+
+    bl_idname = "jacobian_ik.remove_goal"
+    bl_label = "Remove IK Goal"
+    bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012
+
+    index: IntProperty(name="Index", description="Goal to remove (-1: the active one)", default=-1)  # type: ignore[valid-type]
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not poll.armature(cls, context):
+            return False
+        if not context.object.jacobian_ik.goals:
+            cls.poll_message_set("The armature has no goals")
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[OperatorReturnItems]:
+        props = context.object.jacobian_ik
+        index = props.active_goal_index if self.index < 0 else self.index
+        if not 0 <= index < len(props.goals):
+            self.report({"ERROR"}, f"No goal {index}; the armature has {len(props.goals)}")
+            return {"CANCELLED"}
+        props.goals.remove(index)
+        props.active_goal_index = max(0, min(props.active_goal_index, len(props.goals) - 1))
+        return {"FINISHED"}
+
+
+class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
+    """Add one goal per IK constraint of the armature and mute the constraints it converted"""
+
+    bl_idname = "jacobian_ik.import_constraints"
+    bl_label = "Import IK Constraints"
+    bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return poll.armature(cls, context)
+
+    def execute(self, context: Any) -> set[OperatorReturnItems]:
+        ob = context.object
+        if ob.pose is None:
+            self.report({"ERROR"}, f"Armature {ob.name!r} has no pose yet")
+            return {"CANCELLED"}
+        props = ob.jacobian_ik
+        imported, skipped = 0, []
+        for pbone in ob.pose.bones:
+            for con in pbone.constraints:
+                if con.type != "IK" or con.mute:
+                    continue
+                if con.target is None:
+                    skipped.append(f"{pbone.name}/{con.name}: no target")
+                    continue
+                position_weight = con.weight if con.use_location else 0.0
+                rotation_weight = con.orient_weight if con.use_rotation else 0.0
+                if position_weight <= 0.0 and rotation_weight <= 0.0:
+                    skipped.append(f"{pbone.name}/{con.name}: neither location nor rotation")
+                    continue
+                goal = props.goals.add()
+                goal.bone = pbone.name
+                goal.target = con.target
+                goal.target_bone = con.subtarget if con.target.type == "ARMATURE" else ""
+                goal.chain_length = con.chain_count
+                goal.use_tail = con.use_tail
+                goal.position_weight = position_weight
+                goal.rotation_weight = rotation_weight
+                if con.pole_target is not None:
+                    skipped.append(f"{pbone.name}/{con.name}: pole target ignored")
+                con.mute = True
+                imported += 1
+        for message in skipped:
+            self.report({"WARNING"}, message)
+        if not imported:
+            self.report(
+                {"ERROR"}, f"Armature {ob.name!r} has no unmuted IK constraint with a target"
+            )
+            return {"CANCELLED"}
+        props.active_goal_index = len(props.goals) - 1
+        self.report({"INFO"}, f"Imported {imported} IK constraint(s) as goals and muted them")
+        return {"FINISHED"}

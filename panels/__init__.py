@@ -1,0 +1,164 @@
+"""View3D > Sidebar > IK: goals, solver settings, Solve and Bake, last results. Panels only draw."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import RegionTypeItems, SpaceTypeItems
+
+import bpy
+
+from ..bridge.settings import method_name, method_parameters
+from ..properties import parameter_property
+
+
+def _armature(context: Any) -> Any:
+    ob = context.object
+    return ob if ob is not None and ob.type == "ARMATURE" else None
+
+
+class JACOBIAN_IK_UL_goals(bpy.types.UIList):
+    """The goal list: enabled toggle, bone and target."""
+
+    def draw_item(
+        self,
+        context: Any,
+        layout: Any,
+        data: Any | None,
+        item: Any | None,
+        icon: int | None,
+        active_data: Any,
+        active_property: str | None,
+        index: int | None = 0,
+        flt_flag: int | None = 0,
+    ) -> None:
+        goal: Any = item
+        row = layout.row(align=True)
+        row.prop(goal, "enabled", text="")
+        row.label(text=goal.bone or "(no bone)", icon="BONE_DATA")
+        target = goal.target.name if goal.target else "(no target)"
+        if goal.target_bone:
+            target += f" : {goal.target_bone}"
+        row.label(text=target, icon="OBJECT_DATA" if goal.target else "ERROR")
+
+
+class _IKPanel:
+    bl_space_type: SpaceTypeItems = "VIEW_3D"
+    bl_region_type: RegionTypeItems = "UI"
+    bl_category = "IK"
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        return _armature(context) is not None
+
+
+class VIEW3D_PT_jacobian_ik(_IKPanel, bpy.types.Panel):
+    bl_label = "Jacobian IK"
+
+    def draw(self, context: Any) -> None:
+        layout: Any = self.layout
+        props = context.object.jacobian_ik
+        row = layout.row()
+        row.template_list(
+            "JACOBIAN_IK_UL_goals", "", props, "goals", props, "active_goal_index", rows=3
+        )
+        col = row.column(align=True)
+        col.operator("jacobian_ik.add_goal", icon="ADD", text="")
+        col.operator("jacobian_ik.remove_goal", icon="REMOVE", text="")
+        col.separator()
+        col.operator("jacobian_ik.import_constraints", icon="CONSTRAINT_BONE", text="")
+
+        row = layout.row(align=True)
+        row.scale_y = 1.4
+        row.operator("jacobian_ik.solve", icon="CON_KINEMATIC")
+        row.operator("jacobian_ik.bake", icon="KEYINGSET")
+
+
+class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
+    bl_label = "Goal"
+    bl_parent_id = "VIEW3D_PT_jacobian_ik"
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        ob = _armature(context)
+        return ob is not None and 0 <= ob.jacobian_ik.active_goal_index < len(ob.jacobian_ik.goals)
+
+    def draw(self, context: Any) -> None:
+        layout: Any = self.layout
+        layout.use_property_split = True
+        ob = context.object
+        goal = ob.jacobian_ik.goals[ob.jacobian_ik.active_goal_index]
+        layout.prop_search(goal, "bone", ob.data, "bones")
+        layout.prop(goal, "target")
+        if goal.target is not None and goal.target.type == "ARMATURE":
+            layout.prop_search(goal, "target_bone", goal.target.data, "bones")
+        layout.prop(goal, "chain_length")
+        layout.prop(goal, "use_tail")
+        layout.prop(goal, "position_weight")
+        layout.prop(goal, "rotation_weight")
+
+
+class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
+    bl_label = "Solver"
+    bl_parent_id = "VIEW3D_PT_jacobian_ik"
+
+    def draw(self, context: Any) -> None:
+        layout: Any = self.layout
+        layout.use_property_split = True
+        props = context.object.jacobian_ik
+        layout.prop(props, "method")
+        method = method_name(props.method)
+        for param in method_parameters(props.method):
+            layout.prop(props, parameter_property(method, param))
+        layout.prop(props, "mode")
+        if props.mode == "TRACK":
+            layout.prop(props, "track_steps")
+        layout.prop(props, "max_iterations")
+        layout.prop(props, "tolerance")
+        layout.prop(props, "clamp_distance")
+        layout.prop(props, "max_step")
+
+
+class VIEW3D_PT_jacobian_ik_results(_IKPanel, bpy.types.Panel):
+    bl_label = "Last Run"
+    bl_parent_id = "VIEW3D_PT_jacobian_ik"
+    bl_options = {"DEFAULT_CLOSED"}  # noqa: RUF012
+
+    def draw(self, context: Any) -> None:
+        layout: Any = self.layout
+        props = context.object.jacobian_ik
+        if props.last_frames == 0:
+            layout.label(text="Not solved yet")
+            return
+        col = layout.column(align=True)
+        col.label(text=f"{props.last_frames} frame(s), {props.last_converged} converged")
+        col.label(text=f"Iterations (most): {props.last_iterations}")
+        col.label(text=f"Time: {props.last_time:.3f} s, keys: {props.last_keys}")
+        col = layout.column(align=True)
+        for goal in props.goals:
+            if goal.enabled:
+                text = f"{goal.bone}: max {goal.error:.2e}, mean {goal.error_mean:.2e}"
+                if goal.rotation_weight > 0:
+                    text += f", rotation {math.degrees(goal.rotation_error):.2f}°"
+                col.label(text=text, icon="CHECKMARK" if goal.error < 1e-3 else "ERROR")
+
+
+classes = (
+    JACOBIAN_IK_UL_goals,
+    VIEW3D_PT_jacobian_ik,
+    VIEW3D_PT_jacobian_ik_goal,
+    VIEW3D_PT_jacobian_ik_solver,
+    VIEW3D_PT_jacobian_ik_results,
+)
+
+
+def register() -> None:
+    for cls in classes:
+        bpy.utils.register_class(cls)
+
+
+def unregister() -> None:
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

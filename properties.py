@@ -1,0 +1,175 @@
+"""Goals and solver settings stored on each armature object as ``obj.jacobian_ik``."""
+
+from typing import Any
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+from .solvers import METHODS
+
+# (identifier, name, description): identifiers are the solver's method names in upper case.
+METHOD_ITEMS = [
+    ("TRANSPOSE", "Jacobian Transpose", "Step along J^T e (Wolovich and Elliott)"),
+    ("PSEUDOINVERSE", "Pseudoinverse", "Undamped least squares step J^+ e"),
+    ("GAUSS_NEWTON", "Gauss-Newton", "Gauss-Newton step on the weighted residual"),
+    ("STEEPEST_DESCENT", "Steepest Descent", "Gradient step with an exact line search"),
+    ("DLS", "Damped Least Squares", "Constant damping (Wampler; Nakamura and Hanafusa)"),
+    ("DLS_NAKAMURA_HANAFUSA", "DLS, Nakamura-Hanafusa", "Damping grows near singularities"),
+    ("DLS_KELMAR", "DLS, Kelmar-Khosla", "Damping from the manipulability measure"),
+    ("DLS_CHAN_LAWRENCE", "DLS, Chan-Lawrence", "Damping from the error size"),
+    ("DLS_MACIEJEWSKI_KLEIN", "DLS, Maciejewski-Klein", "Damping from the smallest singular value"),
+    ("DLS_CHIAVERINI", "DLS, Chiaverini", "Damping of the smallest singular value only"),
+    ("DLS_OPTIMAL", "DLS, Optimal Damping", "Damping chosen per step to reduce the error most"),
+    ("SDLS", "Selectively Damped", "Buss-Kim selectively damped least squares"),
+    ("LM", "Levenberg-Marquardt", "Adaptive damping with step acceptance (Sugihara)"),
+    ("LM_CONSTANT", "LM, Constant Damping", "Levenberg-Marquardt with a fixed damping"),
+    ("LM_CHAN_LAWRENCE", "LM, Chan-Lawrence", "Levenberg-Marquardt, Chan-Lawrence damping"),
+]
+
+MODE_ITEMS = [
+    ("CONVERGE", "Converge", "Every frame iterates from its own pose until it converges"),
+    ("TRACK", "Track", "Every frame starts from the previous frame's result and takes a few steps"),
+]
+
+
+class JacobianIKGoal(bpy.types.PropertyGroup):
+    """One end effector: a bone pulled towards a target object (or a bone of a target armature)."""
+
+    bone: StringProperty(name="Bone", description="The bone that is pulled (the end effector)")  # type: ignore[valid-type]
+    target: PointerProperty(  # type: ignore[valid-type]
+        name="Target", type=bpy.types.Object, description="The object the bone reaches for"
+    )
+    target_bone: StringProperty(  # type: ignore[valid-type]
+        name="Target Bone",
+        description="When the target is an armature: the bone whose head is the target",
+    )
+    chain_length: IntProperty(  # type: ignore[valid-type]
+        name="Chain Length",
+        description="Bones the solver may rotate, the goal's bone included (0: up to the root)",
+        default=0,
+        min=0,
+        max=255,
+    )
+    use_tail: BoolProperty(  # type: ignore[valid-type]
+        name="Use Tail", description="The effector is the bone's tail (off: its head)", default=True
+    )
+    position_weight: FloatProperty(  # type: ignore[valid-type]
+        name="Position Weight",
+        description="Weight of the position error",
+        default=1.0,
+        min=0.0,
+        soft_max=1.0,
+    )
+    rotation_weight: FloatProperty(  # type: ignore[valid-type]
+        name="Rotation Weight",
+        description="Weight of the orientation error (0: position only)",
+        default=0.0,
+        min=0.0,
+        soft_max=1.0,
+    )
+    enabled: BoolProperty(name="Enabled", default=True)  # type: ignore[valid-type]
+    error: FloatProperty(  # type: ignore[valid-type]
+        name="Error", description="Largest distance to the target in the last run", unit="LENGTH"
+    )
+    error_mean: FloatProperty(  # type: ignore[valid-type]
+        name="Mean Error", description="Mean distance to the target in the last run", unit="LENGTH"
+    )
+    rotation_error: FloatProperty(  # type: ignore[valid-type]
+        name="Rotation Error",
+        description="Largest orientation error in the last run",
+        unit="ROTATION",
+    )
+
+
+class JacobianIKSettings(bpy.types.PropertyGroup):
+    """The goals of an armature, the solver settings and the last run's results."""
+
+    goals: CollectionProperty(type=JacobianIKGoal)  # type: ignore[valid-type]
+    active_goal_index: IntProperty(name="Active Goal", default=0, min=0)  # type: ignore[valid-type]
+
+    method: EnumProperty(name="Method", items=METHOD_ITEMS, default="LM")  # type: ignore[valid-type]
+    mode: EnumProperty(name="Mode", items=MODE_ITEMS, default="CONVERGE")  # type: ignore[valid-type]
+    clamp_distance: FloatProperty(  # type: ignore[valid-type]
+        name="Clamp Distance",
+        description="Largest target distance seen by one step (0: off)",
+        default=0.0,
+        min=0.0,
+        unit="LENGTH",
+    )
+    max_step: FloatProperty(  # type: ignore[valid-type]
+        name="Max Step",
+        description="Largest joint change of one step (0: off)",
+        default=0.0,
+        min=0.0,
+        subtype="ANGLE",
+    )
+    max_iterations: IntProperty(name="Iterations", default=100, min=1, max=100000)  # type: ignore[valid-type]
+    tolerance: FloatProperty(  # type: ignore[valid-type]
+        name="Tolerance",
+        description="Stop when every goal is closer than this",
+        default=1e-5,
+        min=0.0,
+        precision=6,
+        unit="LENGTH",
+    )
+    track_steps: IntProperty(  # type: ignore[valid-type]
+        name="Steps per Frame",
+        description="Steps per frame in Track mode",
+        default=1,
+        min=1,
+        max=1000,
+    )
+
+    last_frames: IntProperty(name="Frames", description="Frames solved in the last run")  # type: ignore[valid-type]
+    last_converged: IntProperty(name="Converged", description="Frames that converged")  # type: ignore[valid-type]
+    last_iterations: IntProperty(name="Iterations", description="Most iterations of a frame")  # type: ignore[valid-type]
+    last_time: FloatProperty(name="Time", description="Solve time of the last run (s)")  # type: ignore[valid-type]
+    last_keys: IntProperty(name="Keys", description="Keyframes written by the last run")  # type: ignore[valid-type]
+
+
+def parameter_property(method: str, param: str) -> str:
+    """The settings property holding ``param`` of solver method ``method`` (e.g. "dls_damping")."""
+    return f"{method}_{param}"
+
+
+def _parameter_properties() -> dict[str, Any]:
+    """One property per parameter of every solver method, defaulting to the solver's default."""
+    kinds: dict[type, Any] = {bool: BoolProperty, int: IntProperty, float: FloatProperty}
+    props: dict[str, Any] = {}
+    for method, cls in METHODS.items():
+        for param, default in cls.defaults.items():
+            make = kinds.get(type(default), StringProperty)
+            value = default if make is not StringProperty else str(default)
+            props[parameter_property(method, param)] = make(
+                name=param.replace("_", " ").title(),
+                description=f"{param} of {method} (solver default {default})",
+                default=value,
+            )
+    return props
+
+
+JacobianIKSettings.__annotations__.update(_parameter_properties())
+
+classes = (JacobianIKGoal, JacobianIKSettings)
+
+
+def register() -> None:
+    for cls in classes:
+        bpy.utils.register_class(cls)
+    bpy.types.Object.jacobian_ik = PointerProperty(  # type: ignore[attr-defined,func-returns-value]
+        type=JacobianIKSettings
+    )
+
+
+def unregister() -> None:
+    del bpy.types.Object.jacobian_ik  # type: ignore[attr-defined]
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

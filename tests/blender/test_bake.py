@@ -1,0 +1,181 @@
+"""Baking a frame range: one batched solve, keys only inside the range, nothing else touched."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import bpy
+import numpy as np
+import pytest
+from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
+from bpy_extras import anim_utils
+
+
+def fcurves(action: Any, ob: Any) -> Any:
+    """The F-curves ``ob`` uses: its slot's channelbag (4.4+), or ``action.fcurves`` (4.2)."""
+    if not hasattr(ob.animation_data, "action_slot"):
+        return action.fcurves
+    return anim_utils.action_get_channelbag_for_slot(action, ob.animation_data.action_slot).fcurves
+
+
+def snapshot_curve(fc: Any) -> list[tuple[Any, ...]]:
+    return [
+        (
+            tuple(k.co),
+            tuple(k.handle_left),
+            tuple(k.handle_right),
+            k.interpolation,
+            k.handle_left_type,
+            k.handle_right_type,
+            k.type,
+        )
+        for k in fc.keyframe_points
+    ]
+
+
+def animate_target(empty: Any, frames: dict[int, tuple[float, float, float]]) -> None:
+    for frame, location in frames.items():
+        empty.location = location
+        empty.keyframe_insert("location", frame=frame)
+
+
+@pytest.fixture
+def rig(clean: Any) -> tuple[Any, Any]:
+    ob = make_armature("Arm", chain_bones(4))
+    target = make_empty("Target", (1.0, 2.5, 0.5))
+    animate_target(target, {1: (1.0, 2.5, 0.5), 10: (-1.5, 1.5, 1.0), 20: (0.5, 2.0, -1.5)})
+    add_goal(ob, "b3", target, chain_length=3)
+    return ob, target
+
+
+def bake(ob: Any, **kw: Any) -> set[str]:
+    with override(ob):
+        return bpy.ops.jacobian_ik.bake(**kw)
+
+
+def test_bake_creates_action_and_reaches_targets(rig: tuple[Any, Any], capsys: Any) -> None:
+    ob, target = rig
+    assert bake(ob, frame_start=1, frame_end=20) == {"FINISHED"}
+    assert "100 %" in capsys.readouterr().out  # progress lines in background mode
+    action = ob.animation_data.action
+    curves = fcurves(action, ob)
+    paths = sorted({(fc.data_path, fc.array_index) for fc in curves})
+    assert paths == sorted(
+        (f'pose.bones["b{i}"].rotation_quaternion', j) for i in (1, 2, 3) for j in range(4)
+    )
+    for fc in curves:
+        assert [k.co.x for k in fc.keyframe_points] == list(range(1, 21))
+        assert fc.group is not None and fc.group.name in fc.data_path
+    assert ob.jacobian_ik.last_frames == 20
+    assert ob.jacobian_ik.last_keys == 20 * 12
+    scene = bpy.context.scene
+    for frame in range(1, 21):
+        scene.frame_set(frame)
+        assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4, frame
+
+
+def test_bake_replaces_keys_only_in_range(rig: tuple[Any, Any]) -> None:
+    ob, _ = rig
+    pb = ob.pose.bones["b2"]
+    for frame, angle in [(1, 0.1), (4, 0.2), (8, 0.3), (12, 0.4), (30, 0.5)]:
+        pb.rotation_quaternion = (math.cos(angle), math.sin(angle), 0.0, 0.0)
+        pb.keyframe_insert("rotation_quaternion", frame=frame)
+        ob.pose.bones["b0"].location = (angle, 0.0, 0.0)
+        ob.pose.bones["b0"].keyframe_insert("location", frame=frame)
+    other = bpy.data.actions.new("Other")
+    other_ob = make_empty("Other", (0.0, 0.0, 0.0))
+    other_ob.animation_data_create()
+    other_ob.animation_data.action = other
+    other_ob.keyframe_insert("location", frame=3)
+    other_ob.keyframe_insert("location", frame=9)
+    action = ob.animation_data.action
+    before = {(fc.data_path, fc.array_index): snapshot_curve(fc) for fc in fcurves(action, ob)}
+    before_other = [snapshot_curve(fc) for fc in fcurves(other, other_ob)]
+
+    assert bake(ob, frame_start=5, frame_end=10) == {"FINISHED"}
+
+    assert ob.animation_data.action == action
+    assert [snapshot_curve(fc) for fc in fcurves(other, other_ob)] == before_other
+    after = {(fc.data_path, fc.array_index): snapshot_curve(fc) for fc in fcurves(action, ob)}
+    for key, keys in before.items():
+        if "b0" in key[0]:  # another channel: untouched
+            assert after[key] == keys
+        else:  # a baked channel: the same keys outside 5..10, one per frame inside
+            outside_before = [k[0] for k in keys if not 5 <= k[0][0] <= 10]
+            outside_after = [k[0] for k in after[key] if not 5 <= k[0][0] <= 10]
+            assert outside_after == outside_before
+            assert [k[0][0] for k in after[key] if 5 <= k[0][0] <= 10] == list(range(5, 11))
+    new = {k for k in after if k not in before}
+    assert {p for p, _ in new} == {f'pose.bones["b{i}"].rotation_quaternion' for i in (1, 3)}
+
+
+def test_bake_track_mode(rig: tuple[Any, Any]) -> None:
+    ob, _ = rig
+    ob.jacobian_ik.track_steps = 5
+    assert bake(ob, frame_start=1, frame_end=20, mode="TRACK") == {"FINISHED"}
+    assert ob.jacobian_ik.last_frames == 20
+
+
+def test_bake_euler_continuous(clean: Any) -> None:
+    """A target circling a bone turns it about Z by two full turns: no 2 pi jumps in the keys."""
+    ob = make_armature("Arm", chain_bones(1))
+    target = make_empty("Target", (0.0, 1.5, 0.0))
+    n = 48
+    frames = {
+        f + 1: (math.cos(a), math.sin(a), 0.0)
+        for f, a in enumerate(np.linspace(0.0, 4 * math.pi, n))
+    }
+    animate_target(target, frames)
+    for fc in fcurves(target.animation_data.action, target):
+        for k in fc.keyframe_points:
+            k.interpolation = "LINEAR"
+    add_goal(ob, "b0", target)
+    for pb in ob.pose.bones:
+        pb.rotation_mode = "XYZ"
+        pb.lock_ik_x = pb.lock_ik_y = True  # a hinge about Z
+    assert bake(ob, frame_start=1, frame_end=n) == {"FINISHED"}
+    for fc in fcurves(ob.animation_data.action, ob):
+        values = np.array([k.co.y for k in fc.keyframe_points])
+        assert np.max(np.abs(np.diff(values))) < 1.0, fc.data_path
+        if fc.array_index == 2:  # Z turned two full turns
+            assert abs(values[-1] - values[0]) > 3.5 * math.pi
+
+
+def test_bake_empty_range_changes_nothing(rig: tuple[Any, Any]) -> None:
+    ob, _ = rig
+    with override(ob), pytest.raises(RuntimeError, match="Empty frame range"):
+        bpy.ops.jacobian_ik.bake(frame_start=10, frame_end=5)
+    assert ob.animation_data is None
+
+
+def test_bake_missing_target_changes_nothing(rig: tuple[Any, Any]) -> None:
+    ob, target = rig
+    bpy.data.objects.remove(target)
+    with override(ob), pytest.raises(RuntimeError, match="no target"):
+        bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=5)
+    assert ob.animation_data is None
+    assert bpy.context.scene.frame_current == 1
+
+
+def test_scene_range_is_default(rig: tuple[Any, Any]) -> None:
+    ob, _ = rig
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 3, 6
+    assert bake(ob) == {"FINISHED"}
+    assert ob.jacobian_ik.last_frames == 4
+
+
+@pytest.mark.parametrize("mode", ["XYZ", "ZYX", "YZX", "AXIS_ANGLE"])
+def test_bake_rotation_modes(rig: tuple[Any, Any], mode: str) -> None:
+    ob, target = rig
+    for pb in ob.pose.bones:
+        pb.rotation_mode = mode
+    assert bake(ob, frame_start=1, frame_end=20) == {"FINISHED"}
+    attr = "rotation_axis_angle" if mode == "AXIS_ANGLE" else "rotation_euler"
+    curves = fcurves(ob.animation_data.action, ob)
+    assert {fc.data_path for fc in curves} == {f'pose.bones["b{i}"].{attr}' for i in (1, 2, 3)}
+    scene = bpy.context.scene
+    for frame in range(1, 21):
+        scene.frame_set(frame)
+        assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4, frame

@@ -1,0 +1,84 @@
+"""Goal operators: add_goal, remove_goal, import_constraints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+import pytest
+from blender_helpers import chain_bones, make_armature, make_empty, override, tip
+
+
+def test_add_goal_creates_aligned_empty(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(3))
+    ob.location = (1.0, 2.0, 3.0)
+    ob.pose.bones["b1"].rotation_quaternion = (0.9, 0.3, 0.0, 0.1)
+    bpy.context.view_layer.update()
+    ob.data.bones.active = ob.data.bones["b2"]
+    with override(ob):
+        assert bpy.ops.jacobian_ik.add_goal() == {"FINISHED"}
+    goals = ob.jacobian_ik.goals
+    assert len(goals) == 1
+    goal = goals[0]
+    assert (goal.bone, goal.chain_length, goal.use_tail) == ("b2", 2, True)
+    empty = goal.target
+    assert empty is not None and empty.type == "EMPTY"
+    bpy.context.view_layer.update()
+    assert (empty.matrix_world.translation - tip(ob, "b2")).length < 1e-5
+    bone_rot = (ob.matrix_world @ ob.pose.bones["b2"].matrix).to_quaternion()
+    assert bone_rot.rotation_difference(empty.matrix_world.to_quaternion()).angle < 1e-4
+    # the new goal is already satisfied
+    with override(ob):
+        bpy.ops.jacobian_ik.solve()
+    assert goal.error < 1e-5
+
+
+def test_add_goal_by_name_and_errors(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(2))
+    with override(ob):
+        assert bpy.ops.jacobian_ik.add_goal(bone="b0", chain_length=0, use_tail=False) == {
+            "FINISHED"
+        }
+        with pytest.raises(RuntimeError, match="no bone 'nope'"):
+            bpy.ops.jacobian_ik.add_goal(bone="nope")
+    assert len(ob.jacobian_ik.goals) == 1
+    assert not ob.jacobian_ik.goals[0].use_tail
+
+
+def test_remove_goal(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(2))
+    with override(ob):
+        bpy.ops.jacobian_ik.add_goal(bone="b0")
+        bpy.ops.jacobian_ik.add_goal(bone="b1")
+        ob.jacobian_ik.active_goal_index = 0
+        assert bpy.ops.jacobian_ik.remove_goal() == {"FINISHED"}
+        assert [g.bone for g in ob.jacobian_ik.goals] == ["b1"]
+        assert bpy.ops.jacobian_ik.remove_goal() == {"FINISHED"}
+        assert not bpy.ops.jacobian_ik.remove_goal.poll()
+
+
+def test_import_constraints(clean: Any) -> None:
+    ob = make_armature("Arm", [*chain_bones(3), *chain_bones(2, prefix="c")])
+    target = make_empty("T", (1.0, 1.0, 0.5))
+    other = make_armature("Other", [("t", (0.5, 1.0, 1.0), (0.5, 1.0, 2.0), None, False)])
+    ik = ob.pose.bones["b2"].constraints.new("IK")
+    ik.target, ik.chain_count, ik.use_tail = target, 2, True
+    ik.use_rotation, ik.orient_weight, ik.weight = True, 0.5, 0.8
+    ik2 = ob.pose.bones["c1"].constraints.new("IK")
+    ik2.target, ik2.subtarget, ik2.use_tail = other, "t", False
+    ob.pose.bones["c0"].constraints.new("IK")  # no target: skipped
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+    goals = {g.bone: g for g in ob.jacobian_ik.goals}
+    assert set(goals) == {"b2", "c1"}
+    g = goals["b2"]
+    assert (g.target, g.target_bone, g.chain_length, g.use_tail) == (target, "", 2, True)
+    assert g.position_weight == pytest.approx(0.8) and g.rotation_weight == pytest.approx(0.5)
+    g = goals["c1"]
+    assert (g.target, g.target_bone, g.chain_length, g.use_tail) == (other, "t", 0, False)
+    assert g.rotation_weight == 0.0
+    assert ik.mute and ik2.mute
+    assert not ob.pose.bones["c0"].constraints[0].mute
+    # nothing left to import
+    with override(ob), pytest.raises(RuntimeError, match="no unmuted IK constraint"):
+        bpy.ops.jacobian_ik.import_constraints()

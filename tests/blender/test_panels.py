@@ -1,0 +1,59 @@
+"""The sidebar panels draw the goal list, the method's own parameters and the last results."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from blender_helpers import add_goal, chain_bones, make_armature, make_empty
+
+
+class Recorder:
+    """A stand-in for UILayout that records every call."""
+
+    def __init__(self, log: list[tuple[str, tuple[Any, ...]]]) -> None:
+        self.__dict__["log"] = log
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kw: Any) -> Recorder:
+            self.log.append((name, args))
+            return self
+
+        return call
+
+
+def draw(panel: Any, ob: Any) -> list[tuple[str, tuple[Any, ...]]]:
+    log: list[tuple[str, tuple[Any, ...]]] = []
+    context = SimpleNamespace(object=ob)
+    assert panel.poll(context)
+    panel.draw(SimpleNamespace(layout=Recorder(log)), context)
+    return log
+
+
+def drawn_props(log: list[tuple[str, tuple[Any, ...]]]) -> list[str]:
+    return [args[1] for name, args in log if name == "prop"]
+
+
+def test_panels_draw(clean: Any) -> None:
+    from jacobian_ik import panels
+
+    ob = make_armature("Arm", chain_bones(2))
+    add_goal(ob, "b1", make_empty("T", (1.0, 1.0, 0.0)))
+    main = draw(panels.VIEW3D_PT_jacobian_ik, ob)
+    operators = [args[0] for name, args in main if name == "operator"]
+    assert "jacobian_ik.solve" in operators and "jacobian_ik.bake" in operators
+    assert any(name == "template_list" for name, _ in main)
+    assert "chain_length" in drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_goal, ob))
+
+    ob.jacobian_ik.method = "SDLS"
+    props = drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_solver, ob))
+    assert "sdls_gamma_max" in props and not any(p.startswith(("dls_", "lm_")) for p in props)
+    ob.jacobian_ik.method = "DLS"
+    props = drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_solver, ob))
+    assert "dls_damping" in props and "sdls_gamma_max" not in props and "track_steps" not in props
+
+    results = draw(panels.VIEW3D_PT_jacobian_ik_results, ob)
+    assert ("label",) in [(n,) for n, _ in results]
