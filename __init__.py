@@ -4,16 +4,21 @@ The solver lives in ``solvers`` (numpy only); ``bridge`` reads rigs and writes p
 ``operators`` and ``panels`` are the user interface.
 """
 
-from . import operators, panels, properties
+# The submodules import bpy, so they are imported when Blender registers the add-on, not when
+# the package is imported: the numpy-only solver stays usable (and testable) without Blender.
 
 
 def register() -> None:
+    from . import operators, panels, properties
+
     properties.register()
     operators.register()
     panels.register()
 
 
 def unregister() -> None:
+    from . import operators, panels, properties
+
     panels.unregister()
     operators.unregister()
     properties.unregister()

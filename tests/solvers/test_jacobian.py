@@ -1,10 +1,9 @@
 """Every Jacobian column against central finite differences, for every joint kind."""
 
 import numpy as np
+from solver_cases import tree_with_every_joint
 
 from solvers import Pose, angle_axis
-
-from .conftest import tree_with_every_joint
 
 
 def random_pose(rng, skel, frames):
