@@ -34,7 +34,9 @@ class Settings:
     mode: "converge" or "track"; track_steps: steps per frame in track mode.
     max_iterations, tolerance, rotation_tolerance: a frame has converged when every goal's
         position error is <= tolerance and rotation error <= rotation_tolerance.
-    stagnation: stop when the weighted residual changes by less than this fraction of itself.
+    stagnation: stop when the weighted residual changes by less than this fraction of itself
+        over one step or two (an unreachable target creeps toward its best distance, or
+        oscillates around it); step_tolerance: stop when no DOF moves more than this in a step.
     divergence_count: stop when the residual rose this many times in a row.
     clamp_distance: D_max of Buss-Kim section 3 (ClampMag of each position error), None = off;
         clamp_adaptive: the per-effector D_max,i = d_i + D_max for targets that jump.
@@ -54,7 +56,8 @@ class Settings:
     max_iterations: int = 100
     tolerance: float = 1e-5
     rotation_tolerance: float = 1e-4
-    stagnation: float = 1e-10
+    stagnation: float = 1e-5
+    step_tolerance: float = 1e-10
     divergence_count: int = 8
     clamp_distance: float | None = None
     clamp_adaptive: bool = False
@@ -81,6 +84,7 @@ class Settings:
             "tolerance",
             "rotation_tolerance",
             "stagnation",
+            "step_tolerance",
             "nullspace_damping",
             "rest_weight",
             "limit_weight",
@@ -110,6 +114,7 @@ class SolveResult:
     history: Array  # (K + 1, F) weighted residual norm per iteration (held after a frame stops)
     elapsed: float
     stats: dict[str, list[float]] = field(default_factory=dict)
+    resume: dict[str, Any] | None = None  # track mode: the state to continue from
 
     @property
     def success(self) -> NDArray[np.bool_]:
@@ -170,9 +175,17 @@ class _Problem:
 
 
 def solve(
-    skeleton: Skeleton, goals: Goals, settings: Settings | None = None, pose: Pose | None = None
+    skeleton: Skeleton,
+    goals: Goals,
+    settings: Settings | None = None,
+    pose: Pose | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> SolveResult:
-    """Solve the goals for every frame; see ``Settings`` for the options and modes."""
+    """Solve the goals for every frame; see ``Settings`` for the options and modes.
+
+    In track mode, ``resume=previous_result.resume`` (with ``pose`` = its last frame) carries
+    the method's state and the adaptive clamp on, so a range solved in chunks equals the whole.
+    """
     settings = settings or Settings()
     t0 = time.perf_counter()
     g = prepare_goals(goals, skeleton.n_effectors)
@@ -194,16 +207,23 @@ def solve(
     if settings.mode == "converge":
         result = _iterate(problem, method, g, start, settings.max_iterations, track=False)
     else:
-        result = _track(problem, method, g, start)
+        result = _track(problem, method, g, start, resume)
     result.elapsed = time.perf_counter() - t0
     return result
 
 
-def _track(problem: _Problem, method: Method, g: PreparedGoals, start: Pose) -> SolveResult:
+def _track(
+    problem: _Problem,
+    method: Method,
+    g: PreparedGoals,
+    start: Pose,
+    carry: dict[str, Any] | None,
+) -> SolveResult:
     steps = problem.settings.track_steps
     frames = g.frames
     out = start.copy()
-    carry: dict[str, Any] = {"method": method.initial_state(1)}
+    if carry is None:
+        carry = {"method": method.initial_state(1)}
     pieces = []
     current = start[0]
     for f in range(frames):
@@ -230,6 +250,7 @@ def _track(problem: _Problem, method: Method, g: PreparedGoals, start: Pose) -> 
         history,
         0.0,
         stats,
+        carry,
     )
 
 
@@ -249,6 +270,7 @@ class _Active:
     best_pos: Array
     best_rot: Array
     prev_r: Array
+    prev2_r: Array
     rises: NDArray[np.intp]
     colw: Array  # DOF weights; 0 locks a DOF (stiffness, limits)
     dmax: Array  # Buss-Kim's D_max,i per effector
@@ -268,6 +290,7 @@ class _Active:
             "best_pos",
             "best_rot",
             "prev_r",
+            "prev2_r",
             "rises",
             "colw",
             "dmax",
@@ -318,6 +341,7 @@ def _iterate(
         best_pos=np.zeros((frames, n_eff)),
         best_rot=np.zeros((frames, n_eff)),
         prev_r=np.full(frames, np.inf),
+        prev2_r=np.full(frames, np.inf),
         rises=np.zeros(frames, dtype=np.intp),
         colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
@@ -357,7 +381,10 @@ def _iterate(
         )
         if not track and k > 0:
             a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
-            stagnant = np.abs(a.prev_r - r) <= st.stagnation * np.maximum(r, 1e-300)
+            # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
+            # LM can be around an unreachable target)
+            floor = st.stagnation * np.maximum(r, 1e-300)
+            stagnant = (np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor)
             why = np.where(
                 why != _RUNNING,
                 why,
@@ -378,7 +405,7 @@ def _iterate(
             a.keep(keep)
             kin = _take_kin(kin, keep)
             err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r[keep])
-        a.prev_r = err.residual
+        a.prev2_r, a.prev_r = a.prev_r, err.residual
 
         # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
         e6 = err.e.copy()
@@ -424,7 +451,15 @@ def _iterate(
         bad = ~(
             np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3))
         )
-        if np.any(bad):  # never let NaN into a pose: stop those frames at their best pose
+        # Sugihara's stop (a): every component of the step below step_tolerance
+        tiny = ~bad & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
+        if not track and np.any(bad | tiny):  # never let NaN into a pose: stop at the best pose
+            finish(np.flatnonzero(bad), _FAILED, k)
+            finish(np.flatnonzero(tiny), _STAGNATED, k + 1)
+            a.keep(np.flatnonzero(~(bad | tiny)))
+            if len(a.index) == 0:
+                break
+        elif np.any(bad):
             finish(np.flatnonzero(bad), _FAILED, k)
             a.keep(np.flatnonzero(~bad))
             if len(a.index) == 0:

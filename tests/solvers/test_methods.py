@@ -343,3 +343,22 @@ def test_pole_goal_bends_the_knee_toward_the_pole_with_the_foot_on_target(pole_y
     assert result.position_error[0, 0] <= 1e-5
     assert np.sign(kin.points[0, 1, 1]) == np.sign(pole_y)  # the knee is on the pole's side
     assert abs(kin.points[0, 1, 0]) < 1e-3  # and in the plane of hip, foot and pole
+
+
+def test_track_mode_in_chunks_equals_the_whole_range():
+    skel = chain(3)
+    t = np.linspace(0, 3, 40)
+    targets = np.stack([np.sin(t) * 2, 1.5 + np.cos(2 * t), 0.5 * t], axis=1)[:, None]
+    settings = Settings(
+        method="dls_optimal", mode="track", track_steps=2, clamp_distance=0.3, clamp_adaptive=True
+    )
+    whole = solve(skel, Goals(position=targets), settings)
+    first = solve(skel, Goals(position=targets[:17]), settings)
+    second = solve(
+        skel, Goals(position=targets[17:]), settings, first.pose[-1], resume=first.resume
+    )
+    assert np.allclose(
+        np.concatenate([first.pose.rotations, second.pose.rotations]),
+        whole.pose.rotations,
+        atol=1e-12,
+    )
