@@ -9,16 +9,20 @@ The solver lives in ``solvers`` (numpy only); ``bridge`` reads rigs and writes p
 
 
 def register() -> None:
-    from . import operators, panels, properties
+    from . import draw, live, operators, panels, properties
 
     properties.register()
     operators.register()
     panels.register()
+    live.register()
+    draw.register()
 
 
 def unregister() -> None:
-    from . import operators, panels, properties
+    from . import draw, live, operators, panels, properties
 
+    draw.unregister()
+    live.unregister()
     panels.unregister()
     operators.unregister()
     properties.unregister()

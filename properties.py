@@ -75,6 +75,12 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         min=0.0,
         soft_max=1.0,
     )
+    pole_target: PointerProperty(  # type: ignore[valid-type]
+        name="Pole Target",
+        type=bpy.types.Object,
+        description="The chain's middle joint (knee, elbow) bends toward this object; "
+        "a secondary goal in the null space of the goals, no pole angle",
+    )
     enabled: BoolProperty(name="Enabled", default=True)  # type: ignore[valid-type]
     error: FloatProperty(  # type: ignore[valid-type]
         name="Error", description="Largest distance to the target in the last run", unit="LENGTH"
@@ -87,6 +93,17 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         description="Largest orientation error in the last run",
         unit="ROTATION",
     )
+    reachable: BoolProperty(  # type: ignore[valid-type]
+        name="Reachable",
+        description="In the last live solve: the target was within the chain's length",
+        default=True,
+    )
+
+
+def _use_live_update(self: Any, context: Any) -> None:
+    from . import live  # imported here: live imports the bridge, which imports this module
+
+    live.use_live_changed(self, context)
 
 
 class JacobianIKSettings(bpy.types.PropertyGroup):
@@ -127,12 +144,36 @@ class JacobianIKSettings(bpy.types.PropertyGroup):
         min=1,
         max=1000,
     )
+    rest_weight: FloatProperty(  # type: ignore[valid-type]
+        name="Stay Near Rest",
+        description="Weight of a secondary goal pulling the chains toward the rest pose, in the "
+        "null space of the goals (0: off)",
+        default=0.0,
+        min=0.0,
+        soft_max=1.0,
+    )
+    max_stretch: FloatProperty(  # type: ignore[valid-type]
+        name="Max Stretch",
+        description="Bones with IK Stretch may grow up to this factor of their length",
+        default=2.0,
+        min=1.0,
+        soft_max=4.0,
+    )
 
     last_frames: IntProperty(name="Frames", description="Frames solved in the last run")  # type: ignore[valid-type]
     last_converged: IntProperty(name="Converged", description="Frames that converged")  # type: ignore[valid-type]
     last_iterations: IntProperty(name="Iterations", description="Most iterations of a frame")  # type: ignore[valid-type]
     last_time: FloatProperty(name="Time", description="Solve time of the last run (s)")  # type: ignore[valid-type]
     last_keys: IntProperty(name="Keys", description="Keyframes written by the last run")  # type: ignore[valid-type]
+
+    use_live: BoolProperty(  # type: ignore[valid-type]
+        name="Live",
+        description="Re-solve the current frame whenever a target or the armature changes",
+        default=False,
+        update=_use_live_update,
+    )
+    live_iterations: IntProperty(name="Iterations", description="Iterations of the last live solve")  # type: ignore[valid-type]
+    live_time: FloatProperty(name="Time", description="Time of the last live update (s)")  # type: ignore[valid-type]
 
 
 def parameter_property(method: str, param: str) -> str:

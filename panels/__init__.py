@@ -12,6 +12,7 @@ import bpy
 
 from ..bridge.settings import method_name, method_parameters
 from ..properties import parameter_property
+from .live import VIEW3D_PT_jacobian_ik_live, draw_live_toggle
 
 
 def _armature(context: Any) -> Any:
@@ -74,6 +75,7 @@ class VIEW3D_PT_jacobian_ik(_IKPanel, bpy.types.Panel):
         row.scale_y = 1.4
         row.operator("jacobian_ik.solve", icon="CON_KINEMATIC")
         row.operator("jacobian_ik.bake", icon="KEYINGSET")
+        draw_live_toggle(layout, props)
 
 
 class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
@@ -98,6 +100,7 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         layout.prop(goal, "use_tail")
         layout.prop(goal, "position_weight")
         layout.prop(goal, "rotation_weight")
+        layout.prop(goal, "pole_target")
 
 
 class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
@@ -119,6 +122,8 @@ class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
         layout.prop(props, "tolerance")
         layout.prop(props, "clamp_distance")
         layout.prop(props, "max_step")
+        layout.prop(props, "rest_weight")
+        layout.prop(props, "max_stretch")
 
 
 class VIEW3D_PT_jacobian_ik_results(_IKPanel, bpy.types.Panel):
@@ -151,6 +156,7 @@ classes = (
     VIEW3D_PT_jacobian_ik_goal,
     VIEW3D_PT_jacobian_ik_solver,
     VIEW3D_PT_jacobian_ik_results,
+    VIEW3D_PT_jacobian_ik_live,
 )
 
 

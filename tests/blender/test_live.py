@@ -1,0 +1,290 @@
+"""Live solving: the depsgraph handler, its registration, auto-keying, solve_pose and draw."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+import numpy as np
+import pytest
+from blender_helpers import add_goal, chain_bones, make_armature, make_empty, tip
+from mathutils import Vector
+
+
+def solve_pose(ob: Any, **kw: Any) -> Any:
+    """``jacobian_ik.api.solve_pose`` (the api module is imported on use, not by register)."""
+    return importlib.import_module("jacobian_ik.api").solve_pose(ob, **kw)
+
+
+def handlers(addon: ModuleType) -> int:
+    return sum(h is addon.live.on_depsgraph_update for h in bpy.app.handlers.depsgraph_update_post)
+
+
+def ours(addon: ModuleType) -> int:
+    """Every copy of a depsgraph or load handler from this add-on (by module)."""
+    lists = (bpy.app.handlers.depsgraph_update_post, bpy.app.handlers.load_post)
+    return sum(getattr(h, "__module__", "").startswith("jacobian_ik") for hs in lists for h in hs)
+
+
+@pytest.fixture
+def live_chain(arm_chain: Any, addon: ModuleType) -> tuple[Any, Any]:
+    ob, empty = arm_chain(target=(1.0, 1.5, 0.5))
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    return ob, empty
+
+
+def distance(ob: Any, empty: Any) -> float:
+    return float((tip(ob, "b2") - empty.matrix_world.translation).length)
+
+
+def test_moving_a_target_updates_the_chain(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    assert handlers(addon) == 1
+    assert distance(ob, empty) < 1e-4  # enabling live solves at once
+    for step in range(5):
+        empty.location = (1.0 - 0.1 * step, 1.5, 0.5 + 0.1 * step)
+        bpy.context.view_layer.update()  # one depsgraph update
+        pb = ob.pose.bones["b2"]
+        assert (ob.matrix_world @ pb.tail - empty.matrix_world.translation).length < 1e-4
+    goal = ob.jacobian_ik.goals[0]
+    assert goal.error < 1e-4 and goal.reachable
+    assert ob.jacobian_ik.live_iterations >= 1 and ob.jacobian_ik.live_time > 0
+
+
+def test_small_moves_give_small_pose_changes(live_chain: Any) -> None:
+    ob, empty = live_chain
+    previous = [pb.rotation_quaternion.copy() for pb in ob.pose.bones]
+    for step in range(30):
+        empty.location = Vector((1.0, 1.5, 0.5)) + 0.01 * step * Vector((-1.0, 0.5, 1.0))
+        bpy.context.view_layer.update()
+        now = [pb.rotation_quaternion.copy() for pb in ob.pose.bones]
+        for a, b in zip(previous, now, strict=True):
+            assert a.rotation_difference(b).angle < 0.1  # no flips while dragging
+            assert a.dot(b) > 0  # one hemisphere
+        previous = now
+
+
+def test_unreachable_target_is_reported(live_chain: Any) -> None:
+    ob, empty = live_chain
+    empty.location = (5.0, 5.0, 0.0)
+    bpy.context.view_layer.update()
+    goal = ob.jacobian_ik.goals[0]
+    assert not goal.reachable
+    assert goal.error > 1.0
+
+
+def test_own_write_does_not_resolve(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    empty.location = (0.5, 1.0, 1.0)
+    bpy.context.view_layer.update()
+    model = addon.live._models[ob.name]
+    assert addon.live.update_armature(ob, bpy.context.scene) is None  # nothing moved
+    ob.update_tag()
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name] is model
+    assert addon.live.update_armature(ob, bpy.context.scene) is None
+
+
+def test_goal_change_rebuilds_model(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    first = addon.live._models[ob.name]
+    ob.jacobian_ik.goals[0].chain_length = 2
+    empty.location = (0.3, 1.8, 0.9)
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name] is not first
+    assert ob.pose.bones["b0"].rotation_quaternion == ob.pose.bones["b0"].rotation_quaternion
+    assert distance(ob, empty) < 1e-4
+
+
+def test_disabling_removes_handler(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    ob.jacobian_ik.use_live = False
+    assert handlers(addon) == 0
+    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+    empty.location = (0.0, 2.0, 1.0)
+    bpy.context.view_layer.update()
+    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == before
+
+
+def test_two_live_armatures_one_handler(live_chain: Any, addon: ModuleType) -> None:
+    ob, _ = live_chain
+    other = make_armature("Other", chain_bones(2, prefix="c"))
+    add_goal(other, "c1", make_empty("T2", (0.5, 1.5, 0.5)))
+    other.jacobian_ik.use_live = True
+    assert handlers(addon) == 1
+    ob.jacobian_ik.use_live = False
+    assert handlers(addon) == 1  # the other one is still live
+    other.jacobian_ik.use_live = False
+    assert handlers(addon) == 0
+
+
+def test_reload_keeps_one_handler(live_chain: Any, addon: ModuleType, tmp_path: Path) -> None:
+    ob, _ = live_chain
+    path = str(tmp_path / "live.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    for _ in range(2):
+        bpy.ops.wm.open_mainfile(filepath=path)
+        assert handlers(addon) == 1
+        assert sum(h is addon.live.on_load_post for h in bpy.app.handlers.load_post) == 1
+    ob = bpy.data.objects["Arm"]
+    empty = bpy.data.objects["Target"]
+    empty.location = (0.2, 1.2, 1.4)
+    bpy.context.view_layer.update()
+    assert distance(ob, empty) < 1e-4  # still live after the load
+    bpy.ops.wm.read_factory_settings(use_empty=True)  # a file without live armatures
+    assert handlers(addon) == 0
+
+
+def test_auto_key_off_writes_no_keys(live_chain: Any) -> None:
+    ob, empty = live_chain
+    bpy.context.scene.tool_settings.use_keyframe_insert_auto = False
+    empty.location = (0.4, 1.0, 1.2)
+    bpy.context.view_layer.update()
+    assert ob.animation_data is None or ob.animation_data.action is None
+
+
+def keyed_frames(ob: Any) -> set[float]:
+    from bpy_extras import anim_utils
+
+    action = ob.animation_data.action
+    if hasattr(action, "fcurves") and not hasattr(action, "layers"):  # Blender 4.2
+        curves = list(action.fcurves)
+    else:
+        bag = anim_utils.action_get_channelbag_for_slot(action, ob.animation_data.action_slot)
+        curves = list(bag.fcurves)
+    assert curves
+    return {k.co.x for fc in curves for k in fc.keyframe_points}
+
+
+def test_auto_key_on_keys_current_frame_only(live_chain: Any) -> None:
+    ob, empty = live_chain
+    scene = bpy.context.scene
+    scene.tool_settings.use_keyframe_insert_auto = True
+    try:
+        scene.frame_set(12)
+        empty.location = (0.4, 1.0, 1.2)
+        bpy.context.view_layer.update()
+        assert keyed_frames(ob) == {12.0}
+        empty.location = (0.6, 1.1, 1.0)
+        bpy.context.view_layer.update()
+        assert keyed_frames(ob) == {12.0}  # replaced, not added
+        assert distance(ob, empty) < 1e-4
+    finally:
+        scene.tool_settings.use_keyframe_insert_auto = False
+
+
+def test_unregister_leaves_no_handler(live_chain: Any, addon: ModuleType) -> None:
+    assert ours(addon) == 2  # depsgraph + load_post
+    addon.unregister()
+    try:
+        assert ours(addon) == 0
+    finally:
+        addon.register()
+    assert handlers(addon) == 1  # the live armature is still in the file
+
+
+def test_bad_goal_keeps_pose_and_reports(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    ob.jacobian_ik.goals[0].bone = "missing"
+    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+    empty.location = (0.0, 2.0, 1.0)
+    bpy.context.view_layer.update()
+    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == before
+    assert "missing" in addon.live.last_error(ob)
+
+
+def test_solve_pose_api(arm_chain: Any, addon: ModuleType) -> None:
+    ob, empty = arm_chain(target=(1.2, 1.0, 0.8))
+    preview = solve_pose(ob, apply=False)
+    assert preview.converged
+    assert all(v == pytest.approx(0.0, abs=1e-4) for v in preview.position_error.values())
+    assert all(tuple(pb.rotation_quaternion) == (1.0, 0.0, 0.0, 0.0) for pb in ob.pose.bones)
+    result = solve_pose(ob)
+    assert distance(ob, empty) < 1e-4
+    for name, value in result.rotations.items():
+        assert result.rotation_attr[name] == "rotation_quaternion"
+        np.testing.assert_allclose(ob.pose.bones[name].rotation_quaternion, value, atol=1e-6)
+    assert set(result.matrices) == {"b0", "b1", "b2"}
+
+
+def test_solve_pose_at_frame(arm_chain: Any, addon: ModuleType) -> None:
+    ob, empty = arm_chain()
+    empty.location = (0.0, 0.0, 0.0)
+    empty.keyframe_insert("location", frame=1)
+    empty.location = (1.0, 1.0, 1.0)
+    empty.keyframe_insert("location", frame=10)
+    result = solve_pose(ob, frame=10)
+    assert bpy.context.scene.frame_current == 10
+    assert result.converged and distance(ob, empty) < 1e-4
+
+
+def test_solve_pose_bad_input(clean: ModuleType) -> None:
+    empty = make_empty("E", (0, 0, 0))
+    with pytest.raises(clean.bridge.RigError):
+        solve_pose(empty)
+    ob = make_armature("A", chain_bones(2))
+    with pytest.raises(clean.bridge.RigError, match="no enabled goals"):
+        solve_pose(ob)
+
+
+def test_draw_lines_without_gpu(live_chain: Any, addon: ModuleType) -> None:
+    assert addon.draw._handle is None  # background mode: no draw handler
+    points, colours = addon.draw.goal_lines(bpy.context.view_layer.objects)
+    assert len(points) == len(colours) == 2
+    assert colours[0] == addon.draw.error_colour(0.0, 1e-5) == (0.0, 1.0, 0.0, 1.0)
+    assert addon.draw.error_colour(1.0, 1e-5)[:3] == (1.0, 0.0, 0.0)
+
+
+def test_rig_changes_rebuild_model(
+    live_chain: Any, addon: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ob, empty = live_chain
+    first = addon.live._models[ob.name]
+    # IK settings tag nothing for update: they are read again after IK_RECHECK_SECONDS
+    monkeypatch.setattr(addon.bridge.live_model, "IK_RECHECK_SECONDS", 0.0)
+    ob.pose.bones["b1"].lock_ik_z = True
+    empty.location = (0.9, 1.5, 0.6)
+    bpy.context.view_layer.update()
+    second = addon.live._models[ob.name]
+    assert second is not first
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode="EDIT")
+    ob.data.edit_bones["b2"].tail = (0.0, 3.5, 0.0)  # the rest pose
+    bpy.ops.object.mode_set(mode="OBJECT")
+    empty.location = (0.5, 2.5, 0.5)
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name] is not second
+    assert distance(ob, empty) < 1e-4
+
+
+def test_joint_limits_use_the_batched_solver(arm_chain: Any, addon: ModuleType) -> None:
+    ob, empty = arm_chain(target=(1.0, 1.5, 0.5))
+    pb = ob.pose.bones["b1"]
+    pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, -1.5, 1.5
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name].solver is None  # limits: solve() instead
+    empty.location = (0.8, 1.6, 0.7)
+    bpy.context.view_layer.update()
+    assert distance(ob, empty) < 1e-4
+
+
+def test_pole_and_stretch_rigs_follow(arm_chain: Any, addon: ModuleType) -> None:
+    ob, empty = arm_chain(target=(1.0, 1.5, 0.5))
+    ob.jacobian_ik.goals[0].pole_target = make_empty("Pole", (0.0, 1.0, 2.0))
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name].like_run  # poles: solved as run() does
+    empty.location = (0.8, 1.6, 0.7)
+    bpy.context.view_layer.update()
+    assert distance(ob, empty) < 1e-4
+    ob.jacobian_ik.goals[0].pole_target = None
+    ob.pose.bones["b2"].ik_stretch = 0.5
+    empty.location = (0.3, 3.4, 0.0)  # beyond the chain's length: stretch
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name].like_run
+    assert distance(ob, empty) < 1e-3
