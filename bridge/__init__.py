@@ -3,7 +3,7 @@
 Scripting entry point: :func:`run` (``from bl_ext.user_default.jacobian_ik.bridge import run``).
 """
 
-from .errors import RigError
-from .run import RunReport, run
+from .errors import Cancelled, RigError
+from .run import RunReport, run, run_steps
 
-__all__ = ["RigError", "RunReport", "run"]
+__all__ = ["Cancelled", "RigError", "RunReport", "run", "run_steps"]

@@ -3,3 +3,7 @@
 
 class RigError(Exception):
     """The armature, its goals or the settings cannot be solved as they are (message for users)."""
+
+
+class Cancelled(RigError):
+    """The run was cancelled (Esc, or its progress callback returned True): nothing was written."""

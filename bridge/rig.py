@@ -19,6 +19,12 @@ from .errors import RigError
 
 Array = NDArray[np.float64]
 
+MAX_COORDINATE = 1e8
+"""Largest world coordinate accepted in targets and the armature's transform (world units).
+
+Blender stores transforms in float32: beyond this a coordinate is off by several units, which
+is almost always a driver or script gone wrong (an inf location reads as 3.4e38)."""
+
 
 @dataclass
 class RigModel:
@@ -80,6 +86,47 @@ def check_goal(ob: Any, index: int, goal: Any) -> None:
         raise RigError(f"{label}: both weights are zero")
 
 
+def check_editable(ob: Any, keys: bool) -> None:
+    """Raise RigError when ``ob``'s pose (or, with ``keys``, its action) is read-only."""
+    if ob.library is not None:
+        raise RigError(
+            f"armature {ob.name!r} is linked from library {ob.library.filepath!r} (read-only): "
+            "add a library override to pose it"
+        )
+    override = ob.override_library
+    if override is not None and override.is_system_override:
+        raise RigError(
+            f"armature {ob.name!r} is a system library override (read-only): make it editable"
+        )
+    if ob.mode == "EDIT":
+        raise RigError(f"armature {ob.name!r} is in edit mode: leave edit mode first")
+    action = ob.animation_data.action if ob.animation_data is not None else None
+    if keys and action is not None and action.library is not None:
+        raise RigError(
+            f"action {action.name!r} of {ob.name!r} is linked from library "
+            f"{action.library.filepath!r} (read-only): assign a local action"
+        )
+
+
+def _check_cycles(ob: Any, goals: list[tuple[int, Any]], moved: set[str]) -> None:
+    """Raise RigError when a goal's target moves with a solved bone (a cycle).
+
+    ``moved``: the chains' bones and their descendants. The target is cyclic when it is one of
+    them (``target_bone`` of this armature) or an object parented to one of them.
+    """
+    for i, g in goals:
+        target, bone = g.target, g.target_bone if g.target == ob else ""
+        while target is not None and target != ob and not bone:
+            if target.parent == ob and target.parent_type == "BONE":
+                bone = target.parent_bone
+            target = target.parent
+        if bone in moved:
+            raise RigError(
+                f"{goal_label(i, g)}: target bone {bone!r} moves with the solved chains "
+                "(a cycle): pick a bone outside the chains, e.g. a control bone"
+            )
+
+
 def _joint(pbone: Any) -> Joint:
     """Blender's IK settings of a pose bone as a solver Joint."""
     axes = "".join(
@@ -115,13 +162,26 @@ def build_model(ob: Any) -> RigModel:
     parent_of = [index[b.parent.name] if b.parent else -1 for b in bones]
     needed: set[int] = set()
     free: set[int] = set()
-    for _, g in goals:
+    warnings: list[str] = []
+    for i, g in goals:
         b, depth = index[g.bone], 0
         while b >= 0:
             needed.add(b)
             if g.chain_length == 0 or depth < g.chain_length:
                 free.add(b)
             b, depth = parent_of[b], depth + 1
+        if g.chain_length > depth:
+            warnings.append(
+                f"{goal_label(i, g)}: chain length {g.chain_length} goes beyond the root: "
+                f"clamped to {depth} bone(s)"
+            )
+    free_names = {bones[b].name for b in free}
+    moved = {
+        bone.name
+        for bone in bones
+        if any(a.name in free_names for a in [bone, *bone.parent_recursive])
+    }
+    _check_cycles(ob, goals, moved)
 
     def level(b: int) -> int:
         return 0 if parent_of[b] < 0 else 1 + level(parent_of[b])
@@ -138,7 +198,6 @@ def build_model(ob: Any) -> RigModel:
 
     pbones = ob.pose.bones
     pose_index = np.array([pbones.find(bones[b].name) for b in order], dtype=np.intp)
-    warnings: list[str] = []
     joints: list[Joint] = []
     free_list: list[int] = []
     for i, b in enumerate(order):
@@ -188,6 +247,63 @@ def _target_matrix(goal: Any) -> Array:
     return m
 
 
+def _degenerate(m: Array) -> NDArray[np.bool_]:
+    """Which (..., 3, 3) matrices have a scale of (nearly) zero on an axis."""
+    s = np.linalg.svd(m, compute_uv=False)
+    return s[..., -1] <= 1e-9 * np.maximum(s[..., 0], 1e-300)
+
+
+def check_frame(
+    ob: Any,
+    model: RigModel,
+    frame: int,
+    base: Array,
+    targets: Array,
+    basis: Array,
+    evaluated: Array,
+) -> None:
+    """Raise RigError on values the solver cannot use: NaN, inf, coordinates beyond
+    MAX_COORDINATE, a zero scale in the armature's transform, its bones or a rotation target."""
+    where = f"frame {frame}"
+    if not np.all(np.isfinite(base)) or np.max(np.abs(base)) > MAX_COORDINATE:
+        raise RigError(
+            f"{where}: the transform of armature {ob.name!r} is NaN, infinite or beyond "
+            f"{MAX_COORDINATE:g}"
+        )
+    if _degenerate(base[:3, :3]):
+        raise RigError(f"{where}: armature {ob.name!r} has a scale of zero on an axis")
+    for e, g in enumerate(model.goals):
+        label = f"{where}: goal {e + 1} ({g.bone})"
+        m = targets[e]
+        if not np.all(np.isfinite(m)) or np.max(np.abs(m[:3, 3])) > MAX_COORDINATE:
+            raise RigError(
+                f"{label}: target {g.target.name!r} is NaN, infinite or beyond {MAX_COORDINATE:g}"
+            )
+        if g.rotation_weight > 0.0 and _degenerate(m[:3, :3]):
+            raise RigError(
+                f"{label}: target {g.target.name!r} has a scale of zero on an axis, so no "
+                "orientation"
+            )
+    bad = ~np.all(np.isfinite(basis), axis=(1, 2)) | ~np.all(np.isfinite(evaluated), axis=(1, 2))
+    bad[~bad] = _degenerate(evaluated[~bad, :3, :3])
+    if np.any(bad):
+        name = model.names[int(np.flatnonzero(bad)[0])]
+        raise RigError(f"{where}: bone {name!r} has a NaN, infinite or zero scale pose")
+
+
+def _suspicious(base: Array, target: Array, evaluated: Array, basis: Array) -> NDArray[np.bool_]:
+    """(F,) frames that may hold a value ``check_frame`` refuses (it then says which)."""
+    values = [base.reshape(len(base), -1), target.reshape(len(base), -1)]
+    values += [evaluated.reshape(len(base), -1), basis.reshape(len(base), -1)]
+    flat = np.concatenate(values, axis=1)
+    bad = ~np.all(np.isfinite(flat), axis=1) | (np.abs(flat).max(axis=1) > MAX_COORDINATE)
+    for m in (base[:, :3, :3], target[..., :3, :3], evaluated[..., :3, :3]):
+        det = np.abs(np.linalg.det(np.where(np.isfinite(m), m, 0.0)))
+        tiny = det <= 1e-12 * np.abs(m).max(axis=(-1, -2), initial=1e-300) ** 3
+        bad |= tiny.reshape(len(base), -1).any(axis=1)
+    return np.asarray(bad)
+
+
 @dataclass
 class FrameData:
     """Goals and start pose for F frames, read from the scene."""
@@ -214,27 +330,30 @@ def read_frames(
     n_frames, n_bones, n_goals = len(frames), len(model.names), len(model.goals)
     base = np.empty((n_frames, 4, 4))
     target = np.empty((n_frames, n_goals, 4, 4))
-    rot = np.empty((n_frames, n_bones, 3, 3))
-    loc = np.zeros((n_frames, n_bones, 3))
-    free = np.zeros(n_bones, dtype=bool)
-    free[model.free] = True
-    has_parent = model.parents >= 0
+    basis = np.empty((n_frames, n_bones, 4, 4))
+    evaluated = np.empty((n_frames, n_bones, 4, 4))
+    # per frame only the reads (Blender must be at that frame); the maths runs once afterwards
     for f, frame in enumerate(frames):
         evaluate(frame)
         base[f] = np.array(ob.matrix_world, dtype=np.float64)
         for e, g in enumerate(model.goals):
             target[f, e] = _target_matrix(g)
         pbones = ob.pose.bones
-        basis = _matrices(pbones, "matrix_basis")[model.pose_index]
-        evaluated = _matrices(pbones, "matrix")[model.pose_index]
-        parent_frame = np.empty_like(model.rest)
-        parent_frame[~has_parent] = model.rest[~has_parent]
-        parent_frame[has_parent] = evaluated[model.parents[has_parent]] @ model.rest[has_parent]
-        local = np.where(free[:, None, None], basis, np.linalg.inv(parent_frame) @ evaluated)
-        rot[f] = nearest_rotation(local[:, :3, :3])
-        loc[f] = np.where(model.connected[:, None], 0.0, local[:, :3, 3])
+        basis[f] = _matrices(pbones, "matrix_basis")[model.pose_index]
+        evaluated[f] = _matrices(pbones, "matrix")[model.pose_index]
         if progress is not None:
             progress((f + 1) / n_frames)
+    for f in np.flatnonzero(_suspicious(base, target, evaluated, basis)):
+        check_frame(ob, model, frames[f], base[f], target[f], basis[f], evaluated[f])
+
+    free = np.zeros(n_bones, dtype=bool)
+    free[model.free] = True
+    has_parent = model.parents >= 0
+    parent_frame = np.broadcast_to(model.rest, evaluated.shape).copy()
+    parent_frame[:, has_parent] = evaluated[:, model.parents[has_parent]] @ model.rest[has_parent]
+    local = np.where(free[:, None, None], basis, np.linalg.inv(parent_frame) @ evaluated)
+    rot = nearest_rotation(local[..., :3, :3])
+    loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
 
     weights_rot = np.array([g.rotation_weight for g in model.goals])
     goals = Goals(

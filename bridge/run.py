@@ -9,20 +9,28 @@ This is the scripting API the operators and the headless script use::
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import IKError, solve
-from . import rig, write
-from .errors import RigError
+from ..solvers import IKError, Pose, solve
+from . import actions, limits, poles, reduce, rig, write
+from .errors import Cancelled, RigError
 from .settings import solver_settings
 
 Array = NDArray[np.float64]
+
+CHUNK_FRAMES = 500
+"""Frames read and solved at a time: a long bake's working memory does not grow with its length
+(only the solved rotations of the chain bones are kept until all frames are solved)."""
+MAX_FRAMES = 100_000
+"""Most frames one run solves (about 70 minutes at 24 fps); longer ranges are refused, to be
+baked in parts: Blender keeps every key in memory (4 keys a bone a frame)."""
 
 
 @dataclass
@@ -43,6 +51,7 @@ class RunReport:
     write_time: float
     keys: int
     warnings: list[str] = field(default_factory=list)
+    full_keys: int = 0  # keys a full bake writes (every frame of every channel)
 
     @property
     def total_time(self) -> float:
@@ -79,6 +88,7 @@ class RunReport:
                 "total": self.total_time,
             },
             "keys": self.keys,
+            "full_keys": self.full_keys,
             "warnings": self.warnings,
         }
 
@@ -91,32 +101,88 @@ def run(
     view_layer: Any = None,
     mode: str | None = None,
     keyframe: bool = True,
-    progress: Callable[[float], None] | None = None,
+    progress: Callable[[float], bool | None] | None = None,
+    reduce_keys: bool = False,
+    key_tolerance: float = 0.1,
+    position_tolerance: float = 1e-3,
+    new_action: bool = False,
 ) -> RunReport:
     """Solve ``ob``'s enabled goals and write the result; on failure raise RigError, write nothing.
 
     frames: None solves the current frame as it is (pose channels are set, and keyed when
-        ``keyframe``); a range of frames is read frame by frame, solved in one batched call and
-        keyed (only inside the range). mode: 'CONVERGE' or 'TRACK' (default: the stored mode).
-    progress: called with a fraction in [0, 1].
+        ``keyframe``); a range of frames (at most MAX_FRAMES) is read frame by frame, solved in
+        batched calls of CHUNK_FRAMES frames and keyed (only inside the range) once every frame
+        is solved. mode: 'CONVERGE' or 'TRACK' (default: the stored mode).
+    progress: called with a fraction in [0, 1] after each chunk; when it returns True the run
+        stops and raises Cancelled, having written nothing.
+    reduce_keys: a lean bake (bridge/reduce.py): keep only the keys Blender's Bezier curves
+        need to reproduce every channel within ``key_tolerance`` (degrees) and every goal's
+        effector within ``position_tolerance`` (world units).
+    new_action: bake into a copy of the current action (bridge/actions.py); the source is kept.
     """
+    steps = run_steps(
+        ob,
+        scene,
+        frames,
+        view_layer=view_layer,
+        mode=mode,
+        keyframe=keyframe,
+        reduce_keys=reduce_keys,
+        key_tolerance=key_tolerance,
+        position_tolerance=position_tolerance,
+        new_action=new_action,
+    )
+    while True:
+        try:
+            fraction = next(steps)
+        except StopIteration as done:
+            if progress is not None:
+                progress(1.0)
+            return done.value
+        if progress is not None and progress(fraction):
+            steps.close()  # restores the scene's frame
+            raise Cancelled("cancelled: nothing was written")
 
-    def report_progress(x: float) -> None:
-        if progress is not None:
-            progress(x)
 
+def run_steps(
+    ob: Any,
+    scene: Any,
+    frames: Iterable[int] | None = None,
+    *,
+    view_layer: Any = None,
+    mode: str | None = None,
+    keyframe: bool = True,
+    reduce_keys: bool = False,
+    key_tolerance: float = 0.1,
+    position_tolerance: float = 1e-3,
+    new_action: bool = False,
+) -> Generator[float, None, RunReport]:
+    """:func:`run` one chunk at a time: yields the fraction done after each solved chunk and
+    returns the report; nothing is written before the last chunk is solved, so closing the
+    generator early (a cancelled modal bake) leaves the rig as it was."""
     if frames is None:
         frame_list = [scene.frame_current]
         if view_layer is None:
             view_layer = scene.view_layers[0]
         evaluate = rig.current_evaluator(view_layer)
     else:
+        if isinstance(frames, Sized) and len(frames) > MAX_FRAMES:
+            raise RigError(
+                f"{len(frames):,} frames: a bake is limited to {MAX_FRAMES:,} frames, "
+                "bake the range in parts"
+            )
         frame_list = [int(f) for f in frames]
         evaluate = rig.frame_evaluator(scene)
     if not frame_list:
         raise RigError("the frame range is empty")
+    if len(frame_list) > MAX_FRAMES:
+        raise RigError(
+            f"{len(frame_list):,} frames: a bake is limited to {MAX_FRAMES:,} frames, "
+            "bake the range in parts"
+        )
     if ob is None or ob.type != "ARMATURE":
         raise RigError("the active object is not an armature")
+    rig.check_editable(ob, keys=frames is not None or keyframe)
     props = ob.jacobian_ik
     try:
         settings = solver_settings(props, mode)
@@ -124,52 +190,124 @@ def run(
         raise RigError(f"settings: {exc}") from exc
 
     original_frame = scene.frame_current
-    t0 = time.perf_counter()
+    read_time = solve_time = 0.0
+    pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
+    last_pose = None
     try:
-        evaluate(frame_list[0])
-        model = rig.build_model(ob)
+        t0 = time.perf_counter()
+        try:
+            evaluate(frame_list[0])
+            model = rig.build_model(ob)
+            model = limits.apply_rig_limits(ob, model, props.max_stretch)
+            pole_list, pole_warnings = poles.find_poles(ob, model)
+            model = poles.add_poles(model, pole_list)
+            model.warnings.extend(pole_warnings)
+        except IKError as exc:  # the solver rejected the skeleton built from the rig
+            raise RigError(f"rig: {exc}") from exc
         free_names = [model.names[b] for b in model.free]
         seeds = write.current_rotations(ob, free_names)
-        data = rig.read_frames(ob, model, frame_list, evaluate, lambda x: report_progress(0.45 * x))
-    except IKError as exc:  # the solver rejected the skeleton or goals built from the rig
-        raise RigError(f"rig: {exc}") from exc
+        n_goals = len(model.goals)  # the poles' effectors come after the goals'
+        pole_reader = poles.PoleReader(ob, pole_list)
+        stretched = limits.stretch_bones(model)
+        # per chunk: stretch of the stretched bones, and for a lean bake the start pose (the
+        # bones the solver does not move) and the armature's world matrices
+        extra: list[tuple[Array, Pose | None, Array | None]] = []
+        read_time += time.perf_counter() - t0
+        for first in range(0, len(frame_list), CHUNK_FRAMES):
+            t0 = time.perf_counter()
+            chunk = frame_list[first : first + CHUNK_FRAMES]
+            data = rig.read_frames(ob, model, chunk, pole_reader.wrap(evaluate))
+            goals = pole_reader.goals(data.goals, len(chunk))
+            if settings.mode == "converge":
+                pole_reader.reset_start(data.pose, model.free)
+            if last_pose is not None and settings.mode == "track":
+                # frame f starts from frame f-1's result across chunks too (the method's own
+                # state, e.g. LM's damping, restarts with each chunk)
+                data.pose.rotations[0] = last_pose.rotations[-1]
+                data.pose.locations[0] = last_pose.locations[-1]
+                data.pose.stretch[0] = last_pose.stretch[-1]
+            t1 = time.perf_counter()
+            try:
+                result = solve(model.skeleton, goals, settings, pose=data.pose)
+            except IKError as exc:
+                raise RigError(f"solver: {exc}") from exc
+            last_pose = result.pose
+            pieces.append(
+                (
+                    result.pose.rotations[:, model.free],
+                    np.asarray(result.position_error[:, :n_goals], dtype=np.float64),
+                    np.asarray(result.rotation_error[:, :n_goals], dtype=np.float64),
+                    np.asarray(result.iterations, dtype=np.int64),
+                    np.asarray(result.success, dtype=bool),
+                )
+            )
+            extra.append(
+                (
+                    result.pose.stretch[:, stretched],
+                    data.pose if reduce_keys else None,
+                    np.asarray(goals.base, dtype=np.float64) if reduce_keys else None,
+                )
+            )
+            read_time += t1 - t0
+            solve_time += time.perf_counter() - t1
+            yield 0.9 * (first + len(chunk)) / len(frame_list)
     finally:
         if frames is not None:
             scene.frame_set(original_frame)
-    t1 = time.perf_counter()
-    try:
-        result = solve(model.skeleton, data.goals, settings, pose=data.pose)
-    except IKError as exc:
-        raise RigError(f"solver: {exc}") from exc
-    report_progress(0.9)
     t2 = time.perf_counter()
+    rotations, position_error, rotation_error, iterations, success = (
+        np.concatenate(parts) for parts in zip(*pieces, strict=True)
+    )
+    del pieces, last_pose
 
-    channels = write.rotation_channels(ob, free_names, result.pose.rotations[:, model.free], seeds)
-    keys = 0
+    channels = write.rotation_channels(ob, free_names, rotations, seeds)
+    channels += limits.stretch_channels(ob, model, np.concatenate([x[0] for x in extra]))
+    if not np.all(np.isfinite(rotations)) or not all(np.isfinite(c.values).all() for c in channels):
+        raise RigError("solver: the result contains NaN or inf; nothing was written")
+    keys = full_keys = 0
     if frames is None:
         write.set_pose_channels(ob, channels)
-    if frames is not None or keyframe:
-        keys = write.write_keys(ob, channels, frame_list)
+    if frames is not None and new_action:
+        actions.new_action_for_bake(ob)
+    if frames is not None and reduce_keys:
+        poses = [x[1] for x in extra if x[1] is not None]
+        template = Pose(
+            *(np.concatenate([getattr(p, a) for p in poses]) for a in Pose.__annotations__)
+        )
+        lean = reduce.write_reduced(
+            ob,
+            channels,
+            frame_list,
+            model.skeleton,
+            template,
+            np.concatenate([x[2] for x in extra if x[2] is not None]),
+            n_goals,
+            math.radians(key_tolerance),
+            position_tolerance,
+        )
+        keys, full_keys = lean.keys, lean.full_keys
+    elif frames is not None or keyframe:
+        keys = full_keys = write.write_keys(ob, channels, frame_list)
     if frames is not None:
         scene.frame_set(original_frame)  # show the keyed pose
     t3 = time.perf_counter()
-    report_progress(1.0)
 
     report = RunReport(
         frames=frame_list,
         goal_names=[g.bone for g in model.goals],
-        position_error=np.asarray(result.position_error, dtype=np.float64),
-        rotation_error=np.asarray(result.rotation_error, dtype=np.float64),
+        position_error=position_error,
+        rotation_error=rotation_error,
         rotation_weight=np.array([g.rotation_weight for g in model.goals], dtype=np.float64),
-        iterations=np.asarray(result.iterations, dtype=np.int64),
-        converged=int(np.sum(result.success)),
+        iterations=iterations,
+        converged=int(np.sum(success)),
         method=settings.method,
         mode=settings.mode,
-        read_time=t1 - t0,
-        solve_time=t2 - t1,
+        read_time=read_time,
+        solve_time=solve_time,
         write_time=t3 - t2,
         keys=keys,
         warnings=model.warnings,
+        full_keys=full_keys,
     )
     store_results(ob, model, report)
     return report

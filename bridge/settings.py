@@ -35,4 +35,7 @@ def solver_settings(props: Any, mode: str | None = None) -> Settings:
         max_step=props.max_step or None,
         track_steps=props.track_steps,
         params=params,
+        # "stay near the rest pose": a secondary goal in the null space of the goals
+        nullspace="exact" if props.rest_weight > 0.0 else "none",
+        rest_weight=props.rest_weight,
     )

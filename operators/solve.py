@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bpy
-from bpy.props import EnumProperty, IntProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 
-from ..bridge import RigError, RunReport, run
+from ..bridge import Cancelled, RigError, RunReport, run, run_steps
 from ..properties import MODE_ITEMS
 from . import poll
 
@@ -23,7 +23,8 @@ def _report_run(op: Any, report: RunReport) -> None:
     op.report(
         {"INFO"},
         f"Solved {len(report.frames)} frame(s) in {report.total_time:.3f} s: largest error "
-        f"{worst:.2e}, {report.converged} converged, {report.keys} keys",
+        f"{worst:.2e}, {report.converged} converged, {report.keys} keys"
+        + (f" (full bake: {report.full_keys})" if report.keys != report.full_keys else ""),
     )
 
 
@@ -56,7 +57,7 @@ class JACOBIAN_IK_OT_solve(bpy.types.Operator):
 
 
 class JACOBIAN_IK_OT_bake(bpy.types.Operator):
-    """Solve every frame of a range in one batched solve and key the chains' rotations"""
+    """Solve every frame of a range in batched solves and key the chains' rotations (Esc cancels)"""
 
     bl_idname = "jacobian_ik.bake"
     bl_label = "Bake"
@@ -65,10 +66,44 @@ class JACOBIAN_IK_OT_bake(bpy.types.Operator):
     frame_start: IntProperty(name="Start", description="First frame (default: the scene's)")  # type: ignore[valid-type]
     frame_end: IntProperty(name="End", description="Last frame (default: the scene's)")  # type: ignore[valid-type]
     mode: EnumProperty(name="Mode", items=MODE_ITEMS, description="Default: the armature's mode")  # type: ignore[valid-type]
+    reduce_keys: BoolProperty(  # type: ignore[valid-type]
+        name="Lean Keys",
+        description="Keep only the keys needed to reproduce the solved motion within the "
+        "tolerances (Bezier curves, checked with Blender's own evaluation)",
+        default=False,
+    )
+    key_tolerance: FloatProperty(  # type: ignore[valid-type]
+        name="Key Tolerance",
+        description="Lean keys: largest error of a rotation channel, in degrees",
+        default=0.1,
+        min=1e-4,
+        soft_max=5.0,
+    )
+    position_tolerance: FloatProperty(  # type: ignore[valid-type]
+        name="Position Tolerance",
+        description="Lean keys: largest distance of a goal's effector from its solved place",
+        default=1e-3,
+        min=1e-6,
+        unit="LENGTH",
+    )
+    new_action: BoolProperty(  # type: ignore[valid-type]
+        name="New Action",
+        description="Bake into a copy of the current action (<action>_jik); the source action "
+        "is kept (fake user) and left untouched",
+        default=False,
+    )
 
     @classmethod
     def poll(cls, context: Any) -> bool:
         return poll.armature_with_goals(cls, context)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "reduce_keys": self.reduce_keys,
+            "key_tolerance": self.key_tolerance,
+            "position_tolerance": self.position_tolerance,
+            "new_action": self.new_action,
+        }
 
     def invoke(self, context: Any, event: Any) -> set[OperatorReturnItems]:
         self._fill_defaults(context)
@@ -88,16 +123,23 @@ class JACOBIAN_IK_OT_bake(bpy.types.Operator):
         if self.frame_end < self.frame_start:
             self.report({"ERROR"}, f"Empty frame range {self.frame_start}..{self.frame_end}")
             return {"CANCELLED"}
+        frames = range(self.frame_start, self.frame_end + 1)
+        if not bpy.app.background and context.window is not None:
+            return self._start_modal(context, frames)
         progress, done = _progress(context, f"Baking {context.object.name}")
         try:
             report = run(
                 context.object,
                 context.scene,
-                range(self.frame_start, self.frame_end + 1),
+                frames,
                 view_layer=context.view_layer,
                 mode=self.mode,
                 progress=progress,
+                **self._options(),
             )
+        except Cancelled as exc:
+            self.report({"WARNING"}, f"Bake {exc}")
+            return {"CANCELLED"}
         except RigError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -105,6 +147,48 @@ class JACOBIAN_IK_OT_bake(bpy.types.Operator):
             done()
         _report_run(self, report)
         return {"FINISHED"}
+
+    def _start_modal(self, context: Any, frames: range) -> set[OperatorReturnItems]:
+        """In the UI: solve a chunk per timer event so Esc can cancel between chunks."""
+        self._steps = run_steps(
+            context.object,
+            context.scene,
+            frames,
+            view_layer=context.view_layer,
+            mode=self.mode,
+            **self._options(),
+        )
+        wm = context.window_manager
+        self._timer = wm.event_timer_add(0.01, window=context.window)
+        wm.progress_begin(0, 100)
+        wm.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def _end_modal(self, context: Any) -> None:
+        wm = context.window_manager
+        wm.event_timer_remove(self._timer)
+        wm.progress_end()
+
+    def modal(self, context: Any, event: Any) -> set[OperatorReturnItems]:
+        if event.type == "ESC":
+            self._steps.close()  # nothing is written before the last chunk is solved
+            self._end_modal(context)
+            self.report({"WARNING"}, "Bake cancelled: nothing was written")
+            return {"CANCELLED"}
+        if event.type != "TIMER":
+            return {"RUNNING_MODAL"}  # the scene stays as it is while baking
+        try:
+            fraction = next(self._steps)
+        except StopIteration as done:
+            self._end_modal(context)
+            _report_run(self, done.value)
+            return {"FINISHED"}
+        except RigError as exc:
+            self._end_modal(context)
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        context.window_manager.progress_update(int(100 * fraction))
+        return {"RUNNING_MODAL"}
 
 
 def _progress(context: Any, label: str) -> tuple[Callable[[float], None], Callable[[], None]]:

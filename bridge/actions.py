@@ -1,0 +1,38 @@
+"""Bake into a new action: the source action is copied, kept and left untouched.
+
+``new_action_for_bake(ob)`` copies the armature's current action (all its channels, so the
+new action plays back on its own exactly like the source plus the baked chains) as
+``"<action>_jik"`` (``"<object>_jik"`` when there is none: a new empty action), assigns the
+copy to the armature and gives the source a fake user, so it is kept in the file even with no
+other user: both can be compared, or mixed in the NLA (push either one down to a track).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+
+SUFFIX = "_jik"
+
+
+def new_action_for_bake(ob: Any) -> tuple[Any, Any | None]:
+    """Assign a new action to ``ob`` for a bake; returns (new action, source action or None)."""
+    if ob.animation_data is None:
+        ob.animation_data_create()
+    ad = ob.animation_data
+    source = ad.action
+    if source is None:
+        action = bpy.data.actions.new(f"{ob.name}{SUFFIX}")
+    else:
+        slot = getattr(ad, "action_slot", None)
+        action = source.copy()
+        action.name = f"{source.name}{SUFFIX}"
+        source.use_fake_user = True
+    ad.action = action
+    if source is not None and slot is not None and hasattr(action, "slots"):
+        # Blender 4.4+: keep the slot the object used (the copy has the same slots)
+        match = action.slots.get(slot.identifier) if hasattr(action.slots, "get") else None
+        if match is not None:
+            ad.action_slot = match
+    return action, source

@@ -1,0 +1,159 @@
+"""Joint limits and stretch read from the rig, beyond Blender's per-bone IK settings.
+
+Limit Rotation constraints
+    An enabled, unmuted Limit Rotation constraint on a chain bone with owner space LOCAL
+    (``use_limit_x/y/z`` with ``min_*``/``max_*``, radians) becomes a limit of that rotation
+    axis, intersected with the bone's own IK limits. The constraint clamps the Euler angles of
+    the bone's local rotation (``matrix_basis``); the solver limits its own joint coordinates:
+    - hinge (one free axis): the angle about that axis; for a rotation about one axis the
+      Euler angle and the hinge angle are the same, so the limit is exact;
+    - ball joint (three axes): swing x, swing z (R = exp([sx, 0, sz]) Ry(ty)) and twist y.
+      Swing components equal Euler X/Z angles only to first order (the two agree within about
+      1 degree up to 20 degrees of combined swing): an approximation; Blender's constraint,
+      still active on playback, may clamp a pose near its bounds a little further;
+    - two-axis joint: R = R_first(q1) R_second(q2); the constraint's Euler order may compose
+      the two angles the other way round: also an approximation away from small angles.
+    Other owner spaces are ignored with a warning.
+
+IK stretch
+    A chain bone with ``ik_stretch`` > 0 gets a stretch DOF: a translation s along its Y axis
+    that moves its tail and children (solver ``Joint(stretch=True)``), with
+    - range 0 <= s <= (max_stretch - 1) L: the bone never gets shorter than its rest length L
+      and its tail moves out to at most ``max_stretch`` L (a setting, default 2);
+    - stiffness 1 - ik_stretch: the DOF's weight in the solver is ik_stretch itself (0.1: the
+      solver prefers rotating ten times over stretching; 1: stretching costs as much as
+      rotating by one radian per model unit). No other transformation of the value.
+    It is written back as the bone's pose scale (1, (L + s) / L, 1), which Blender applies to
+    the bone and, through ``inherit_scale``, to its children: see ``inherited_scale_warnings``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..solvers import Joint, Skeleton
+from .rig import RigModel
+from .write import Channel
+
+Array = NDArray[np.float64]
+
+STRETCH_UNSUPPORTED = "IK stretch is not supported yet"
+
+
+def constraint_limits(pbone: Any, axes: str, warnings: list[str]) -> dict[str, tuple[float, float]]:
+    """Rotation limits from the bone's active Limit Rotation constraints (LOCAL space)."""
+    limits: dict[str, tuple[float, float]] = {}
+    for con in pbone.constraints:
+        if con.type != "LIMIT_ROTATION" or con.mute or not getattr(con, "enabled", True):
+            continue
+        if con.owner_space != "LOCAL":
+            warnings.append(
+                f"{pbone.name}/{con.name}: Limit Rotation in {con.owner_space} space ignored "
+                "(only LOCAL space becomes a joint limit)"
+            )
+            continue
+        for a in axes.lower():
+            if getattr(con, f"use_limit_{a}"):
+                lo, hi = getattr(con, f"min_{a}"), getattr(con, f"max_{a}")
+                old = limits.get(f"rot_{a}", (-math.inf, math.inf))
+                limits[f"rot_{a}"] = (max(old[0], lo), min(old[1], hi))
+    return limits
+
+
+def _intersect(
+    a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]]
+) -> dict[str, tuple[float, float]]:
+    out = dict(a)
+    for key, (lo, hi) in b.items():
+        old = out.get(key, (-math.inf, math.inf))
+        lo2, hi2 = max(old[0], lo), min(old[1], hi)
+        out[key] = (lo2, hi2) if lo2 <= hi2 else (lo2, lo2)
+    return out
+
+
+def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigModel:
+    """``model`` with Limit Rotation constraints and IK stretch of its chain bones as joint
+    limits and stretch DOFs (see the module docstring); unchanged when the rig has neither."""
+    if max_stretch < 1.0:
+        max_stretch = 1.0
+    pbones = ob.pose.bones
+    joints = list(model.skeleton.joints)
+    warnings = list(model.warnings)
+    changed = False
+    for b in model.free:
+        pb = pbones[model.names[b]]
+        joint = joints[b]
+        limits = constraint_limits(pb, joint.rotation_axes, warnings)
+        stretch = pb.ik_stretch > 0.0 and max_stretch > 1.0
+        if not limits and not stretch:
+            continue
+        changed = True
+        all_limits = _intersect(dict(joint.limits), limits)
+        stiffness = dict(joint.stiffness)
+        if stretch:
+            length = float(pb.bone.length)
+            all_limits["stretch"] = (0.0, (max_stretch - 1.0) * length)
+            stiffness["stretch"] = min(max(1.0 - float(pb.ik_stretch), 0.0), 0.99)
+            unsupported = f"{pb.name}: {STRETCH_UNSUPPORTED}"
+            warnings = [w for w in warnings if not w.startswith(unsupported)]
+        joints[b] = Joint(
+            rotation_axes=joint.rotation_axes,
+            location_axes=joint.location_axes,
+            stretch=stretch or joint.stretch,
+            limits=all_limits,
+            stiffness=stiffness,
+        )
+    if not changed:
+        return replace(model, warnings=warnings)
+    skel = model.skeleton
+    skeleton = Skeleton(model.parents, model.rest, joints, skel.effectors, names=model.names)
+    warnings += inherited_scale_warnings(ob, model, joints)
+    return replace(model, skeleton=skeleton, warnings=warnings)
+
+
+def stretch_bones(model: RigModel) -> list[int]:
+    """Skeleton bones with a stretch DOF."""
+    return [b for b, j in enumerate(model.skeleton.joints) if j.stretch]
+
+
+def inherited_scale_warnings(ob: Any, model: RigModel, joints: list[Joint]) -> list[str]:
+    """Children of stretched bones that inherit scale land elsewhere than the solver put them.
+
+    The solver moves a stretched bone's children along its Y axis by s, unscaled. Blender
+    scales them with the parent's (1, (L+s)/L, 1) when they inherit scale (``inherit_scale``
+    FULL, FIX_SHEAR, AVERAGE or ALIGNED): a connected child's head still lands on the stretched
+    tail, but the child's own shape (its tail, its children, an effector on it) is stretched
+    along the parent's Y axis too. With ``inherit_scale`` NONE the playback matches the solve.
+    """
+    out = []
+    stretched = {model.names[b] for b, j in enumerate(joints) if j.stretch}
+    for name in model.names:
+        bone = ob.data.bones[name]
+        parent = bone.parent
+        if parent is None or parent.name not in stretched:
+            continue
+        if bone.inherit_scale not in ("NONE", "NONE_LEGACY"):
+            out.append(
+                f"{name}: inherits the scale of stretched {parent.name} "
+                f"(inherit_scale {bone.inherit_scale}); on playback it is stretched too; "
+                "set Inherit Scale to None for an exact result"
+            )
+    return out
+
+
+def stretch_channels(ob: Any, model: RigModel, stretch: Array) -> list[Channel]:
+    """Pose scale (1, (L + s) / L, 1) of the stretched bones (``stretch_bones``) over the
+    solved frames; ``stretch``: (F, K) their stretch s, in the order of ``stretch_bones``."""
+    out = []
+    for k, b in enumerate(stretch_bones(model)):
+        name = model.names[b]
+        length = float(ob.data.bones[name].length)
+        values = np.ones((stretch.shape[0], 3))
+        values[:, 1] = (length + stretch[:, k]) / length
+        out.append(Channel(name, "scale", values))
+    return out

@@ -1,0 +1,207 @@
+"""Pole goals: a goal's chain bends toward a pole object, with no pole angle to type in.
+
+For a goal with ``pole_target`` the bridge adds one more effector at the chain's middle joint
+and gives it the pole object's world position as a *secondary* target (``Goals.secondary``):
+the solver moves it only in the null space of the primary goals (a task-priority step), so the
+foot or hand still reaches its target and the knee or elbow swings toward the pole, whatever
+the rest pose and however many goals share the tree. A pole never decides convergence.
+
+The middle joint is the chain's interior joint nearest the middle of the chain measured along
+the bones at rest: the joints are the heads of the chain's bones below its top bone (the top
+bone's head is the chain's fixed base), plus the goal bone's own head when the effector is its
+tail. For thigh-shin-foot with the effector at the foot's tail (0.45 + 0.45 + 0.18) that is the
+head of the shin (the knee); for upper_arm-forearm-hand, the head of the forearm (the elbow).
+
+The secondary target is not the pole object itself but the point of the knee's swivel circle
+on the pole's side: with H the head of the middle joint's parent bone (the hip), T the goal's
+target, a = |knee - H| and b = |effector - knee| at rest (straight lines), the knee of a
+two-segment limb reaching T lies at x = (a^2 - b^2 + d^2) / 2d along HT (d = |T - H|, clamped
+to a + b) and h = sqrt(a^2 - x^2) away from it, toward the pole. A target the chain can reach
+together with the goal: pulling the knee to the pole object itself would drag the limb to its
+straight, singular edge and cost the goal accuracy. (H is read from the frame's start pose.)
+
+In Converge mode the chains with a pole start every frame from their rest pose: the solver
+stops as soon as the primary goals are reached, so a chain that starts on its target (the last
+solve's pose) would never swing toward a pole that moved. (Track mode keeps its warm start:
+every step takes the pole's null-space step.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..solvers import Effector, Goals, Pose, Skeleton
+from .rig import RigModel, goal_label
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class Pole:
+    """A pole effector (the head of skeleton bone ``bone``) pulled toward ``target``."""
+
+    goal_index: int  # index into RigModel.goals
+    bone: int  # skeleton bone whose head is the middle joint
+    target: Any  # the pole object
+    upper: str  # the middle joint's parent bone (its head is H)
+    a: float  # rest distance H - middle joint (armature units)
+    b: float  # rest distance middle joint - effector
+    goal: Any  # the goal item (its target)
+    chain: list[int]  # the goal's chain (skeleton bones)
+
+
+def chain_of(model: RigModel, bone: int, chain_length: int) -> list[int]:
+    """Skeleton bones of a chain, from the goal bone up (chain_length 0: up to the root)."""
+    chain = [bone]
+    while model.parents[chain[-1]] >= 0 and (chain_length == 0 or len(chain) < chain_length):
+        chain.append(int(model.parents[chain[-1]]))
+    return chain
+
+
+def middle_joint(model: RigModel, chain: list[int], tail: float | None) -> int | None:
+    """The chain bone whose head is the interior joint nearest the chain's middle, or None.
+
+    ``tail``: the goal bone's length when the effector is its tail, None for its head.
+    """
+    first = 0 if tail is not None else 1
+    candidates = list(range(first, len(chain) - 1))
+    if not candidates:
+        return None
+    # arc length from the chain's base (the top bone's head) to the head of chain[k]
+    steps = [float(np.linalg.norm(model.rest[b, :3, 3])) for b in chain]  # head-to-parent-head
+
+    def from_base(k: int) -> float:
+        return sum(steps[k : len(chain) - 1])
+
+    total = from_base(0) + (tail or 0.0)
+    best = min(candidates, key=lambda k: (abs(from_base(k) - 0.5 * total), -k))
+    return chain[best]
+
+
+def find_poles(ob: Any, model: RigModel) -> tuple[list[Pole], list[str]]:
+    """The poles of ``model``'s goals (those with a pole object), and warnings."""
+    position = {n: i for i, n in enumerate(model.names)}
+    poles, warnings = [], []
+    for e, g in enumerate(model.goals):
+        pole_target = getattr(g, "pole_target", None)
+        if pole_target is None:
+            continue
+        chain = chain_of(model, position[g.bone], g.chain_length)
+        tail = float(ob.data.bones[g.bone].length) if g.use_tail else None
+        bone = middle_joint(model, chain, tail)
+        if bone is None:
+            warnings.append(f"{goal_label(e, g)}: the chain has no middle joint, pole ignored")
+            continue
+        bones = ob.data.bones
+        upper = bones[model.names[int(model.parents[bone])]]
+        knee = np.array(bones[model.names[bone]].head_local)
+        tip = bones[g.bone].tail_local if g.use_tail else bones[g.bone].head_local
+        a = float(np.linalg.norm(knee - np.array(upper.head_local)))
+        b = float(np.linalg.norm(np.array(tip) - knee))
+        poles.append(Pole(e, bone, pole_target, upper.name, a, b, g, chain))
+    return poles, warnings
+
+
+def add_poles(model: RigModel, poles: list[Pole]) -> RigModel:
+    """``model`` with one more effector (a middle joint's head) per pole, after the goals'."""
+    if not poles:
+        return model
+    skel = model.skeleton
+    effectors = list(skel.effectors) + [
+        Effector(p.bone, (0.0, 0.0, 0.0), name=f"{model.names[p.bone]} pole") for p in poles
+    ]
+    skeleton = Skeleton(model.parents, model.rest, skel.joints, effectors, names=model.names)
+    return replace(model, skeleton=skeleton)
+
+
+def _apply(m: Array, p: Array) -> Array:
+    return np.asarray(m[:3, :3] @ p + m[:3, 3])
+
+
+def swivel_point(hip: Array, target: Array, pole: Array, a: float, b: float) -> Array:
+    """The knee of a two-segment limb (lengths a, b) from ``hip`` reaching ``target``, bent
+    toward ``pole`` (see the module docstring); the pole itself when it lies on the axis."""
+    axis = target - hip
+    d = float(np.linalg.norm(axis))
+    if d < 1e-9:
+        return pole
+    u = axis / d
+    d = min(d, a + b)
+    x = (a * a - b * b + d * d) / (2.0 * d)
+    h = math.sqrt(max(a * a - x * x, 0.0))
+    side = (pole - hip) - np.dot(pole - hip, u) * u
+    n = float(np.linalg.norm(side))
+    if n < 1e-9:
+        return pole
+    return np.asarray(hip + x * u + h * side / n)
+
+
+class PoleReader:
+    """Records the poles' world positions each time the scene is evaluated at a frame."""
+
+    def __init__(self, ob: Any, poles: list[Pole]) -> None:
+        self.ob, self.poles = ob, poles
+        self.positions: list[Array] = []
+
+    def wrap(self, evaluate: Callable[[int], None]) -> Callable[[int], None]:
+        def evaluate_and_read(frame: int) -> None:
+            evaluate(frame)
+            world = np.array(self.ob.matrix_world, dtype=float)
+            inv = np.linalg.inv(world)
+            out = np.empty((len(self.poles), 3))
+            for i, p in enumerate(self.poles):
+                pole = np.array(p.target.matrix_world.translation, dtype=float)
+                goal = p.goal
+                if goal.target_bone:
+                    head = goal.target.pose.bones[goal.target_bone].head
+                    target = np.array(goal.target.matrix_world @ head, dtype=float)
+                else:
+                    target = np.array(goal.target.matrix_world.translation, dtype=float)
+                hip = np.array(self.ob.pose.bones[p.upper].head, dtype=float)
+                knee = swivel_point(hip, _apply(inv, target), _apply(inv, pole), p.a, p.b)
+                out[i] = _apply(world, knee)
+            self.positions.append(out)
+
+        return evaluate_and_read if self.poles else evaluate
+
+    def reset_start(self, pose: Pose, free: list[int]) -> None:
+        """Start the free bones of the chains with a pole from their rest rotations (in place)."""
+        bones = sorted({b for p in self.poles for b in p.chain} & set(free))
+        pose.rotations[:, bones] = np.eye(3)
+
+    def goals(self, goals: Goals, frames: int) -> Goals:
+        """``goals`` with the poles appended as secondary position goals (weight 1)."""
+        if not self.poles:
+            return goals
+        pole_pos = np.stack(self.positions[-frames:])  # the last F reads are the frames
+        n_pole = len(self.poles)
+        position = np.concatenate([np.asarray(goals.position), pole_pos], axis=1)
+        rotation = goals.rotation
+        if rotation is not None:
+            eye = np.broadcast_to(np.eye(3), (frames, n_pole, 3, 3))
+            rotation = np.concatenate([np.asarray(rotation), eye], axis=1)
+        n_goal = position.shape[1] - n_pole
+        return Goals(
+            position=position,
+            rotation=rotation,
+            position_weight=np.concatenate(
+                [
+                    np.broadcast_to(np.asarray(goals.position_weight, float), (n_goal,)),
+                    np.ones(n_pole),
+                ]
+            ),
+            rotation_weight=np.concatenate(
+                [
+                    np.broadcast_to(np.asarray(goals.rotation_weight, float), (n_goal,)),
+                    np.zeros(n_pole),
+                ]
+            ),
+            base=goals.base,
+            secondary=np.arange(n_goal + n_pole) >= n_goal,
+        )
