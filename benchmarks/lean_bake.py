@@ -1,0 +1,123 @@
+"""Lean bakes on smooth target motion: keys written versus a full bake, and playback error.
+
+The demo's 20-bone character (scripts/demo.py: hands circling, feet stepping, hips bobbing;
+4 goals, chain length 3), 250 frames, baked once in full and then with ``reduce_keys`` at a few
+tolerances. The playback error is measured by Blender itself (``frame_set`` with the keys, no
+IK): the distance of each goal's effector from where the full bake puts it.
+
+    .venv/bin/python benchmarks/lean_bake.py [--frames 250]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy as _bpy
+import numpy as np
+
+bpy: Any = _bpy
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCES = [(0.1, 1e-3), (0.25, 2e-3), (0.5, 5e-3), (1.0, 1e-2)]  # (degrees, world units)
+
+
+def _demo() -> ModuleType:
+    if "jacobian_ik_demo" in sys.modules:
+        return sys.modules["jacobian_ik_demo"]
+    spec = importlib.util.spec_from_file_location("jacobian_ik_demo", ROOT / "scripts" / "demo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["jacobian_ik_demo"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tips(ob: Any, names: list[str], frames: int) -> np.ndarray:
+    scene = bpy.context.scene
+    out = np.empty((frames, len(names), 3))
+    for f in range(frames):
+        scene.frame_set(f + 1)
+        for e, name in enumerate(names):
+            out[f, e] = ob.matrix_world @ ob.pose.bones[name].tail
+    return out
+
+
+def benchmark(
+    frames: int = 250, tolerances: list[tuple[float, float]] | None = None
+) -> list[dict[str, Any]]:
+    demo = _demo()
+    demo.load_and_register()
+    demo.FRAMES = frames
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    ob = demo.build_rig()
+    names = ["hand.L", "hand.R", "foot.L", "foot.R"]
+    with bpy.context.temp_override(object=ob, active_object=ob):
+        for name in names:
+            bpy.ops.jacobian_ik.add_goal(bone=name, chain_length=3)
+            if name.startswith("foot"):
+                ob.jacobian_ik.goals[-1].rotation_weight = 1.0
+    demo.animate(ob, {g.bone: g.target for g in ob.jacobian_ik.goals})
+    rows = []
+
+    def bake(**kw: Any) -> tuple[int, float]:
+        t = time.perf_counter()
+        with bpy.context.temp_override(object=ob, active_object=ob):
+            assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames, **kw) == {"FINISHED"}
+        return ob.jacobian_ik.last_keys, time.perf_counter() - t
+
+    full_keys, full_time = bake()
+    reference = _tips(ob, names, frames)
+    rows.append(
+        {
+            "bake": "full",
+            "tolerance": "-",
+            "keys": full_keys,
+            "ratio": 1.0,
+            "playback_error": 0.0,
+            "time": full_time,
+        }
+    )
+    for degrees, distance in tolerances or TOLERANCES:
+        keys, seconds = bake(reduce_keys=True, key_tolerance=degrees, position_tolerance=distance)
+        error = float(np.linalg.norm(_tips(ob, names, frames) - reference, axis=2).max())
+        rows.append(
+            {
+                "bake": "lean",
+                "tolerance": f"{degrees} deg, {distance:g}",
+                "keys": keys,
+                "ratio": full_keys / keys,
+                "playback_error": error,
+                "position_tolerance": distance,
+                "time": seconds,
+            }
+        )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--frames", type=int, default=250)
+    args = parser.parse_args()
+    rows = benchmark(args.frames)
+    print(f"lean bake, demo character, {args.frames} frames")
+    print(
+        f"{'bake':6} {'tolerance':18} {'keys':>7} {'fewer':>7} {'playback err':>13} {'time s':>7}"
+    )
+    for r in rows:
+        print(
+            f"{r['bake']:6} {r['tolerance']:18} {r['keys']:7d} {r['ratio']:6.1f}x "
+            f"{r['playback_error']:13.2e} {r['time']:7.2f}"
+        )
+    ok = all(r["playback_error"] <= r.get("position_tolerance", 0.0) + 1e-5 for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Limits from the rig: Limit Rotation constraints, IK stretch, "stay near the rest pose"."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import bpy
+import numpy as np
+from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
+
+
+def solve(ob: Any) -> set[str]:
+    with override(ob):
+        return bpy.ops.jacobian_ik.solve()
+
+
+def hinge_rig(clean: Any) -> tuple[Any, Any]:
+    ob = make_armature("Arm", chain_bones(2))
+    for pb in ob.pose.bones:  # hinges about X
+        pb.lock_ik_y = pb.lock_ik_z = True
+        pb.rotation_mode = "XYZ"
+    target = make_empty("Target", (0.0, 0.3, 1.2))  # wants b1 bent by about 100 degrees
+    add_goal(ob, "b1", target, chain_length=2)
+    return ob, target
+
+
+def test_limit_rotation_constraint_bounds_a_hinge_exactly(clean: Any) -> None:
+    ob, _ = hinge_rig(clean)
+    con = ob.pose.bones["b1"].constraints.new("LIMIT_ROTATION")
+    con.owner_space = "LOCAL"
+    con.use_limit_x, con.min_x, con.max_x = True, math.radians(-10), math.radians(45)
+    assert solve(ob) == {"FINISHED"}
+    angle = ob.pose.bones["b1"].rotation_euler.x
+    assert math.radians(-10) - 1e-6 <= angle <= math.radians(45) + 1e-6
+    assert abs(angle - math.radians(45)) < 1e-4  # the target pulls it onto the bound
+    # the constraint itself changes nothing on playback: the pose is inside its range
+    bpy.context.view_layer.update()
+    basis = ob.pose.bones["b1"].matrix_basis.to_euler().x
+    assert abs(basis - angle) < 1e-6
+
+
+def test_constraint_in_world_space_is_ignored_with_a_warning(clean: Any) -> None:
+    from jacobian_ik.bridge import run
+
+    ob, _ = hinge_rig(clean)
+    con = ob.pose.bones["b1"].constraints.new("LIMIT_ROTATION")
+    con.owner_space = "WORLD"
+    con.use_limit_x = True
+    report = run(ob, bpy.context.scene, None)
+    assert any("only LOCAL space" in w for w in report.warnings)
+
+
+def test_ik_stretch_reaches_a_far_target_and_plays_back(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(2))
+    for pb in ob.pose.bones:
+        pb.ik_stretch = 0.5
+    ob.data.bones["b1"].inherit_scale = "NONE"  # exact playback (see bridge/limits.py)
+    target = make_empty("Target", (0.0, 2.6, 0.0))  # 2.6 > 2 bones of length 1
+    add_goal(ob, "b1", target, chain_length=2)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=2) == {"FINISHED"}
+    bpy.context.scene.frame_set(1)
+    assert (tip(ob, "b1") - target.location).length < 1e-4
+    scale = [ob.pose.bones[n].scale.y for n in ("b0", "b1")]
+    assert all(1.0 <= s <= 2.0 for s in scale) and sum(scale) > 2.5  # (L + s) / L, both stretch
+
+
+def test_max_stretch_caps_the_factor(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(1))
+    ob.pose.bones["b0"].ik_stretch = 1.0
+    ob.jacobian_ik.max_stretch = 1.5
+    target = make_empty("Target", (0.0, 3.0, 0.0))
+    add_goal(ob, "b0", target, chain_length=1)
+    solve(ob)
+    assert abs(ob.pose.bones["b0"].scale.y - 1.5) < 1e-4
+    assert abs(tip(ob, "b0").y - 1.5) < 1e-4
+
+
+def test_children_that_inherit_scale_are_reported(clean: Any) -> None:
+    from jacobian_ik.bridge import run
+
+    ob = make_armature("Arm", chain_bones(2))
+    ob.pose.bones["b0"].ik_stretch = 0.5
+    target = make_empty("Target", (0.0, 1.5, 0.5))
+    add_goal(ob, "b1", target, chain_length=2)
+    report = run(ob, bpy.context.scene, None)
+    assert any("inherits the scale" in w for w in report.warnings)
+    assert not any("not supported" in w for w in report.warnings)
+
+
+def test_stay_near_rest_pose_keeps_an_unneeded_bone_still(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(4))
+    target = make_empty("Target", (0.8, 3.2, 0.3))
+    add_goal(ob, "b3", target, chain_length=4)
+
+    def offsets() -> float:
+        solve(ob)
+        assert (tip(ob, "b3") - target.location).length < 1e-4
+        q = np.array([list(pb.rotation_quaternion) for pb in ob.pose.bones])
+        for pb in ob.pose.bones:
+            pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+        return float(np.sum(np.arccos(np.clip(np.abs(q[:, 0]), 0, 1))))
+
+    free = offsets()
+    ob.jacobian_ik.rest_weight = 1.0
+    near_rest = offsets()
+    assert near_rest < free, (near_rest, free)

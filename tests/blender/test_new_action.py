@@ -1,0 +1,57 @@
+"""Baking into a new action: the source action is copied, kept (fake user) and untouched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+from blender_helpers import override, tip
+from test_bake import fcurves, snapshot_curve
+from test_bake import rig as rig  # a fixture
+
+
+def test_bake_into_a_new_action_keeps_the_source(rig: tuple[Any, Any]) -> None:
+    ob, target = rig
+    pb = ob.pose.bones["b0"]
+    pb.location = (0.0, 0.0, 0.0)
+    pb.keyframe_insert("location", frame=1)
+    pb.location = (0.1, 0.0, 0.0)
+    pb.keyframe_insert("location", frame=20)
+    source = ob.animation_data.action
+    before = {(fc.data_path, fc.array_index): snapshot_curve(fc) for fc in fcurves(source, ob)}
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=20, new_action=True) == {
+            "FINISHED"
+        }
+    action = ob.animation_data.action
+    assert action != source and action.name == f"{source.name}_jik"
+    assert source.use_fake_user and bpy.data.actions.get(source.name) is source
+    after = {(fc.data_path, fc.array_index): snapshot_curve(fc) for fc in fcurves(source, ob)}
+    assert after == before  # untouched
+    baked = {(fc.data_path, fc.array_index) for fc in fcurves(action, ob)}
+    assert ('pose.bones["b0"].location', 0) in baked  # the copy keeps the source's channels
+    assert ('pose.bones["b3"].rotation_quaternion', 0) in baked
+    scene = bpy.context.scene
+    for frame in (1, 10, 20):
+        scene.frame_set(frame)
+        assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4
+
+
+def test_new_action_without_a_source(rig: tuple[Any, Any]) -> None:
+    ob, _ = rig
+    with override(ob):
+        bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=5, new_action=True)
+    assert ob.animation_data.action.name == f"{ob.name}_jik"
+
+
+def test_lean_bake_into_a_new_action(rig: tuple[Any, Any]) -> None:
+    ob, _ = rig
+    with override(ob):
+        bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=20)
+    source = ob.animation_data.action
+    full = ob.jacobian_ik.last_keys
+    with override(ob):
+        bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=20, new_action=True, reduce_keys=True)
+    assert ob.animation_data.action != source
+    assert ob.jacobian_ik.last_keys < full
+    assert all(len(fc.keyframe_points) == 20 for fc in fcurves(source, ob))

@@ -1,0 +1,118 @@
+"""Pole goals: the knee bends toward the pole object, with the foot on its target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bpy
+import pytest
+from blender_helpers import add_goal, make_armature, make_empty, override, tip
+
+
+def legs(sides: tuple[str, ...] = ("L",)) -> Any:
+    """Hips with one or two 3-bone legs (thigh, shin, foot) hanging straight down (Z up)."""
+    bones: list[Any] = [("hips", (0.0, 0.0, 1.0), (0.0, 0.0, 1.1), None, False)]
+    for side in sides:
+        x = 0.1 if side == "L" else -0.1
+        bones += [
+            (f"thigh.{side}", (x, 0.0, 1.0), (x, 0.0, 0.5), "hips", False),
+            (f"shin.{side}", (x, 0.0, 0.5), (x, 0.0, 0.0), f"thigh.{side}", True),
+            (f"foot.{side}", (x, 0.0, 0.0), (x, -0.15, 0.0), f"shin.{side}", True),
+        ]
+    return make_armature("Legs", bones)
+
+
+def knee_y(ob: Any, side: str) -> float:
+    return float(tip(ob, f"shin.{side}", use_tail=False).y)
+
+
+def solve(ob: Any) -> set[str]:
+    with override(ob):
+        return bpy.ops.jacobian_ik.solve()
+
+
+@pytest.mark.parametrize("pole_y", [-1.0, 1.0])
+def test_the_knee_bends_toward_the_pole_and_the_foot_stays_on_target(
+    clean: Any, pole_y: float
+) -> None:
+    ob = legs()
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))  # the leg must bend
+    pole = make_empty("Knee pole", (0.1, pole_y, 0.5))
+    add_goal(ob, "foot.L", target, chain_length=3, pole_target=pole)
+    assert solve(ob) == {"FINISHED"}
+    assert (tip(ob, "foot.L") - target.location).length < 1e-4
+    knee = knee_y(ob, "L")
+    assert knee * pole_y > 0.05, knee  # bent toward the pole: in front (-Y) or behind (+Y)
+    assert abs(tip(ob, "shin.L", use_tail=False).x - 0.1) < 1e-2  # in the plane of the pole
+
+
+def test_moving_the_pole_behind_flips_the_knee(clean: Any) -> None:
+    ob = legs()
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))
+    pole = make_empty("Knee pole", (0.1, -1.0, 0.5))
+    add_goal(ob, "foot.L", target, chain_length=3, pole_target=pole)
+    solve(ob)
+    assert knee_y(ob, "L") < -0.05
+    pole.location.y = 1.0
+    bpy.context.view_layer.update()
+    solve(ob)  # starts from the forward-bent pose
+    assert knee_y(ob, "L") > 0.05
+    assert (tip(ob, "foot.L") - target.location).length < 1e-4
+
+
+def test_two_goals_with_poles_on_one_tree(clean: Any) -> None:
+    ob = legs(("L", "R"))
+    poles = {"L": -1.0, "R": 1.0}
+    targets = {}
+    for side, x in (("L", 0.1), ("R", -0.1)):
+        targets[side] = make_empty(f"Foot {side}", (x, -0.15, 0.3))
+        pole = make_empty(f"Pole {side}", (x, poles[side], 0.5))
+        add_goal(ob, f"foot.{side}", targets[side], chain_length=4, pole_target=pole)  # shared hips
+    assert solve(ob) == {"FINISHED"}
+    for side, pole_y in poles.items():
+        assert (tip(ob, f"foot.{side}") - targets[side].location).length < 1e-4
+        assert knee_y(ob, side) * pole_y > 0.05
+    report = ob.jacobian_ik
+    assert report.goals[0].error < 1e-4  # the poles' errors are not the goals'
+
+
+def test_bake_with_a_moving_pole(clean: Any) -> None:
+    ob = legs()
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))
+    pole = make_empty("Knee pole", (0.1, -1.0, 0.5))
+    for frame, y in ((1, -1.0), (10, 1.0)):
+        pole.location.y = y
+        pole.keyframe_insert("location", frame=frame)
+    add_goal(ob, "foot.L", target, chain_length=3, pole_target=pole)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=10) == {"FINISHED"}
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    assert knee_y(ob, "L") < -0.05
+    scene.frame_set(10)
+    assert knee_y(ob, "L") > 0.05
+    assert (tip(ob, "foot.L") - target.location).length < 1e-4
+
+
+def test_pole_on_a_chain_without_middle_joint_is_reported(clean: Any) -> None:
+    ob = legs()
+    target = make_empty("Foot target", (0.1, -0.5, 0.6))
+    pole = make_empty("Knee pole", (0.1, -1.0, 0.5))
+    add_goal(ob, "thigh.L", target, chain_length=1, pole_target=pole)
+    from jacobian_ik.bridge import run
+
+    report = run(ob, bpy.context.scene, None)
+    assert any("no middle joint" in w for w in report.warnings)
+
+
+def test_panel_draws_the_pole_field(clean: Any) -> None:
+    from pathlib import Path
+
+    import jacobian_ik.panels as panels
+
+    assert (
+        "pole_target"
+        in bpy.types.PropertyGroup.bl_rna_get_subclass_py("JacobianIKGoal").bl_rna.properties
+    )
+    source = Path(str(panels.__file__)).read_text()
+    assert 'layout.prop(goal, "pole_target")' in source
