@@ -51,7 +51,9 @@ def benchmark(
     frames: int = 250, tolerances: list[tuple[float, float]] | None = None
 ) -> list[dict[str, Any]]:
     demo = _demo()
-    demo.load_and_register()
+    from checkout import load_checkout
+
+    load_checkout()
     demo.FRAMES = frames
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene

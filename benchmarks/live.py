@@ -80,7 +80,9 @@ def target_paths(ob: Any, steps: int) -> list[list[Matrix]]:
 
 
 def build() -> tuple[Any, list[Any], Any]:
-    addon = demo.load_and_register()
+    from checkout import load_checkout
+
+    addon = load_checkout()
     bpy.ops.wm.read_factory_settings(use_empty=True)
     ob = demo.build_rig()
     targets = []

@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, nargs="+", default=[1000, 10000])
     args = parser.parse_args(argv)
     demo = _demo()
-    demo.load_and_register()
+    from checkout import load_checkout
+
+    load_checkout()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from common import table
 

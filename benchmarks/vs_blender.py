@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import importlib.util
 import json
 import math
 import os
@@ -68,6 +67,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "scripts"))
+from checkout import load_checkout  # noqa: E402
+
 JUMP_DEG = 10.0
 REACH_PROOF = 1e-4  # a frame of the tree is reachable when a solve got every tip this close
 
@@ -315,22 +317,6 @@ def import_bpy() -> None:
     import bpy as _bpy
 
     bpy = _bpy
-
-
-def load_addon() -> ModuleType:
-    """Import the checkout as the package ``jacobian_ik`` and register it (once)."""
-    if "jacobian_ik" in sys.modules:
-        return sys.modules["jacobian_ik"]
-    spec = importlib.util.spec_from_file_location(
-        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik"] = module
-    spec.loader.exec_module(module)
-    module.register()
-    atexit.register(module.unregister)
-    return module
 
 
 class ReportCatcher:
@@ -671,7 +657,7 @@ def run(
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     import_bpy()
-    addon = load_addon()
+    addon = load_checkout()
     catcher = ReportCatcher()
     chosen = [m for m in METHODS if methods is None or m[0] in methods or m[1] is None]
     out: dict[str, Any] = {

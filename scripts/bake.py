@@ -16,8 +16,6 @@ error statistics, iterations, times, keys) is one JSON line on stdout starting w
 from __future__ import annotations
 
 import argparse
-import atexit
-import importlib.util
 import json
 import sys
 import time
@@ -34,26 +32,12 @@ def addon() -> ModuleType:
         for name, module in sys.modules.items():
             if name.startswith("bl_ext.") and name.endswith(".jacobian_ik"):
                 return module
-    return load_and_register()
+    from checkout import load_checkout  # type: ignore[import-not-found]  # bpy from PyPI
+
+    return load_checkout()
 
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_and_register() -> ModuleType:
-    """Import the repository root as ``jacobian_ik`` and register it (once)."""
-    if "jacobian_ik" in sys.modules:
-        return sys.modules["jacobian_ik"]
-    spec = importlib.util.spec_from_file_location(
-        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik"] = module
-    spec.loader.exec_module(module)
-    module.register()
-    atexit.register(module.unregister)  # bpy 4.2 crashes at exit with add-on classes registered
-    return module
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

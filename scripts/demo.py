@@ -8,14 +8,11 @@ at the bone's tail), animates the Empties and the hips, bakes 250 frames with
 
 from __future__ import annotations
 
-import atexit
-import importlib.util
 import json
 import math
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy as _bpy
@@ -25,6 +22,9 @@ from mathutils import Vector
 bpy: Any = _bpy  # registered operators and properties are not in the stubs
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))  # also when imported by a benchmark
+from checkout import load_checkout  # type: ignore[import-not-found]  # noqa: E402
+
 FRAMES = 250
 # name, head, tail, parent, connected (Z up, the character faces -Y)
 BONES: list[
@@ -53,22 +53,6 @@ for side, s in (("L", 1.0), ("R", -1.0)):
         (f"shin.{side}", (0.1 * s, -0.03, 0.55), (0.1 * s, 0, 0.1), f"thigh.{side}", True),
         (f"foot.{side}", (0.1 * s, 0, 0.1), (0.1 * s, -0.16, 0.02), f"shin.{side}", True),
     ]
-
-
-def load_and_register() -> ModuleType:
-    """Import the repository root as ``jacobian_ik`` and register it (once)."""
-    if "jacobian_ik" in sys.modules:
-        return sys.modules["jacobian_ik"]
-    spec = importlib.util.spec_from_file_location(
-        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik"] = module
-    spec.loader.exec_module(module)
-    module.register()
-    atexit.register(module.unregister)  # bpy 4.2 crashes at exit with add-on classes registered
-    return module
 
 
 def build_rig() -> Any:
@@ -163,7 +147,7 @@ def plot(ob: Any, goals: dict[str, Any], path: Path) -> None:
 
 def main() -> int:
     t_start = time.perf_counter()
-    load_and_register()
+    load_checkout()
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, FRAMES

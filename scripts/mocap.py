@@ -30,13 +30,10 @@
 from __future__ import annotations
 
 import argparse
-import atexit
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy as _bpy
@@ -45,6 +42,9 @@ import numpy as np
 bpy: Any = _bpy
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))  # also when imported by a benchmark
+from checkout import load_checkout  # type: ignore[import-not-found]  # noqa: E402
+
 CLIP = ROOT.parent / "shared" / "data" / "cmu-131-01-walk.bvh"
 # goal bone, use_tail, chain length, clip joint (head or tail), pole joint (head) or None
 GOALS: list[tuple[str, bool, int, tuple[str, str], str | None]] = [
@@ -56,21 +56,6 @@ GOALS: list[tuple[str, bool, int, tuple[str, str], str | None]] = [
 ]
 CONTACT_SPEED = 0.2  # m/s (scaled), below which a foot is planted
 CONTACT_MIN = 0.1  # s
-
-
-def load_and_register() -> ModuleType:
-    if "jacobian_ik" in sys.modules:
-        return sys.modules["jacobian_ik"]
-    spec = importlib.util.spec_from_file_location(
-        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik"] = module
-    spec.loader.exec_module(module)
-    module.register()
-    atexit.register(module.unregister)
-    return module
 
 
 def key_object(ob: Any, write: Any, paths: dict[tuple[str, int], np.ndarray]) -> None:
@@ -117,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
     t_start = time.perf_counter()
-    addon = load_and_register()
+    addon = load_checkout()
     from mathutils import Matrix, Quaternion
 
     write = addon.bridge.write

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_addon() -> ModuleType:
-    """Import the repository root as the package ``jacobian_ik`` (once) and return it."""
-    if "jacobian_ik" in sys.modules:
-        return sys.modules["jacobian_ik"]
-    spec = importlib.util.spec_from_file_location(
-        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def make_armature(

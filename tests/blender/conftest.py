@@ -22,12 +22,14 @@ os.environ["XDG_CONFIG_HOME"] = os.path.join(_HOME, ".config")
 
 bpy = pytest.importorskip("bpy", reason="bpy (Blender as a Python module) is not installed")
 
-from blender_helpers import add_goal, chain_bones, load_addon, make_armature, make_empty  # noqa: E402
+from blender_helpers import add_goal, chain_bones, make_armature, make_empty  # noqa: E402
+
+from scripts.checkout import load_checkout  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def addon() -> Iterator[ModuleType]:
-    module = load_addon()
+    module = load_checkout(register=False)
     module.register()
     yield module
     module.unregister()

@@ -1,0 +1,36 @@
+"""Load this checkout as the add-on package ``jacobian_ik`` in a Python with bpy from PyPI.
+
+Used by the scripts, benchmarks and tests that run the add-on without installing it (inside a
+Blender with the extension installed, use ``bl_ext.user_default.jacobian_ik`` instead).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_checkout(register: bool = True) -> ModuleType:
+    """Import the repository root as ``jacobian_ik`` and, by default, register it.
+
+    Once imported it is returned as it is (whoever imported it registered it). Registration is
+    undone at exit: bpy 4.2 crashes at exit with add-on classes registered.
+    """
+    if "jacobian_ik" in sys.modules:
+        return sys.modules["jacobian_ik"]
+    spec = importlib.util.spec_from_file_location(
+        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["jacobian_ik"] = module
+    spec.loader.exec_module(module)
+    if register:
+        module.register()
+        atexit.register(module.unregister)
+    return module
