@@ -368,7 +368,7 @@ def _iterate(
             idx = np.flatnonzero(better)
             a.best.put(idx, a.pose.take(idx))
             a.best_r[idx], a.best_pos[idx], a.best_rot[idx] = r[idx], err.pos[idx], err.rot[idx]
-        if st.clamp_adaptive and a.prev_pos is not None:
+        if st.clamp_adaptive and a.prev_pos is not None and k > 0:
             # Buss-Kim section 3: D_max,i = d_i + D_max, d_i how much the last step moved
             # effector i closer to its target
             a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)

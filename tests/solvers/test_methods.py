@@ -362,3 +362,22 @@ def test_track_mode_in_chunks_equals_the_whole_range():
         whole.pose.rotations,
         atol=1e-12,
     )
+
+
+def test_adaptive_clamp_carries_d_i_across_track_frames():
+    """Buss-Kim sec. 3: D_max,i = d_i + D_max with d_i what the last step gained on its own
+    target; track mode's second frame must clamp with the first frame's d_i."""
+    skel = buss_kim()
+    start = skel.forward_kinematics(Pose.rest(skel.n_bones)).points
+    target = start + np.array([1.5, 0.8, 0.0])  # far: every error clamped
+    settings = dict(
+        method="dls",
+        params={"damping": 0.7},
+        clamp_distance=0.4,
+        clamp_adaptive=True,
+        tolerance=0,
+        stagnation=0,
+    )
+    track = solve(skel, Goals(position=np.repeat(target, 2, 0)), Settings(mode="track", **settings))
+    converge = solve(skel, Goals(position=target), Settings(max_iterations=2, **settings))
+    assert np.allclose(track.pose.rotations[1], converge.pose.rotations[0], atol=1e-12)
