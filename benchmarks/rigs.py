@@ -168,3 +168,29 @@ def buss_kim_targets(shape: str, times: np.ndarray) -> np.ndarray:
     for e, f in enumerate(formulas):
         out[:, e] = np.stack([_evaluate(c, times) for c in f.strip("[]").split(",")], axis=1)
     return out
+
+
+def sugihara_arm(link: float = 0.15, effector: float = 0.05) -> Skeleton:
+    """Sugihara's (2011) 12-DOF test arm: joint 1 at the origin, four spherical joints each made
+    of three revolute axes at one point (hinges about the local Z, Y, X axes on zero-length
+    bones, so q = Euler angles as in the paper, with their gimbal singularities), links of
+    ``link`` along the local z axis, the effector ``effector`` beyond the fourth joint; q0 = 0
+    is the straight, singular arm along +z."""
+    parents, rest, joints = [], [], []
+    for j in range(4):
+        for a, axis in enumerate("ZYX"):
+            parents.append(len(parents) - 1)
+            rest.append(translation(0, 0, link) if a == 0 and j > 0 else np.eye(4))
+            joints.append(Joint.hinge(axis))
+    return Skeleton(parents, np.stack(rest), joints, [Effector(11, (0, 0, effector), "tip")])
+
+
+def planar_chain(lengths: list[float] | tuple[float, ...]) -> Skeleton:
+    """A planar chain in the XY plane: bone i is a hinge about Z at the end of bone i-1, links
+    along the local X axis with the given lengths, the effector at the end of the last link."""
+    n = len(lengths)
+    rest = np.stack([np.eye(4) if b == 0 else translation(lengths[b - 1], 0, 0) for b in range(n)])
+    joints = [Joint.hinge("Z") for _ in range(n)]
+    return Skeleton(
+        list(range(-1, n - 1)), rest, joints, [Effector(n - 1, (lengths[-1], 0, 0), "tip")]
+    )
