@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="CMU walk onto Rigify's meta-rig")
     parser.add_argument("--frames", type=int, default=0, help="frames to use (0: all)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--blend", type=Path, help="also save the baked scene here")
     args = parser.parse_args(argv)
     t_start = time.perf_counter()
     addon = load_checkout()
@@ -278,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     plot(errors, [b for b, *_ in GOALS], fps, args.out / "mocap_error.png", report)
     (args.out / "mocap_report.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "mocap_report.md").write_text(markdown(report))
+    if args.blend:
+        bpy.ops.wm.save_as_mainfile(filepath=str(args.blend.resolve()))
+        report["saved"] = str(args.blend)
     print(json.dumps(report, indent=2))
     return 0
 
