@@ -193,6 +193,7 @@ def run_steps(
     read_time = solve_time = 0.0
     pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
     last_pose = None
+    resume: dict[str, Any] | None = None
     try:
         t0 = time.perf_counter()
         try:
@@ -221,17 +222,17 @@ def run_steps(
             if settings.mode == "converge":
                 pole_reader.reset_start(data.pose, model.free)
             if last_pose is not None and settings.mode == "track":
-                # frame f starts from frame f-1's result across chunks too (the method's own
-                # state, e.g. LM's damping, restarts with each chunk)
+                # frame f starts from frame f-1's result across chunks too, with the method's
+                # state and the adaptive clamp carried on (resume): chunks equal one solve
                 data.pose.rotations[0] = last_pose.rotations[-1]
                 data.pose.locations[0] = last_pose.locations[-1]
                 data.pose.stretch[0] = last_pose.stretch[-1]
             t1 = time.perf_counter()
             try:
-                result = solve(model.skeleton, goals, settings, pose=data.pose)
+                result = solve(model.skeleton, goals, settings, pose=data.pose, resume=resume)
             except IKError as exc:
                 raise RigError(f"solver: {exc}") from exc
-            last_pose = result.pose
+            last_pose, resume = result.pose, result.resume
             pieces.append(
                 (
                     result.pose.rotations[:, model.free],
