@@ -512,10 +512,9 @@ DIFFERENCES = """## Differences from the papers, and why
   gamma_max / (gamma_max + max), a softer clamp that takes smaller steps; the paper's counts come
   from that code. The demo's adaptive clamp (UpdatedSClampValue) also reads the previous error
   with a wrong index; we implement the text (D_max,i = d_i + D_max, d_i = last step's progress).
-- *Tracking.* It runs through `solve(mode="track")`, whose adaptive clamp loses d_i between
-  frames (solver issue 1 below): from the second frame on D_max,i is 0.4 plus the target's own
-  approach, not plus the last step's progress. It only matters for effectors more than 0.4 from
-  their targets (unreachable targets), where SDLS and DLS' are clamped harder than in the paper.
+- *Tracking.* It runs through `solve(mode="track")`, one step per frame, with the adaptive
+  clamp's d_i carried from frame to frame (a bug that reset it was found by this benchmark and
+  fixed in the solver before this run).
 - *Cost per iteration.* Our numpy steps pay Python call overhead per iteration (hundreds of us
   for one frame) that the paper's C++ does not; batched over 250 frames the per-frame cost is
   within a small factor of the 2004 C++ figures. The ratios between methods differ too: numpy's
@@ -560,27 +559,18 @@ stop rule and an internal iteration limit; it is not designed to converge to 1e-
 one-goal-per-call times include the per-call set-up of `solve` (goal preparation, result
 record), which dominates for one small problem.
 
-## Solver problems found (not fixed here: solvers/ is not ours)
+## Solver problems this benchmark found
 
-1. **Track mode loses the adaptive clamp's d_i.** `_iterate` overwrites `prev_pos` with the
-   distance measured after the frame's last step, so the next frame computes
-   d_i = max(prev_pos - pos, 0) at the same pose: 0 for still targets, D_max,i = D_max always.
-   Reproduction: `solve(skel, Goals(np.repeat(t, 3, 0)), Settings(mode="track", method="dls",
-   params={"damping": 0.7}, clamp_distance=0.4, clamp_adaptive=True, tolerance=0))` on
-   `rigs.buss_kim("double_y_shape")`, `t = buss_kim_targets("double_y_shape", [1.7])`, gives
-   different distances from frame 1 on than `solve(..., Goals(t), Settings(max_iterations=k,
-   stagnation=0, ...))` after k steps (frame 1: [1.089 0.590 0.350 0.561] vs
-   [0.431 0.514 0.227 0.448]). The carry should hold the distance before the last step.
-2. **No absolute stagnation or step-size stop.** `stagnation` is relative to the residual; with
-   tolerance 0 a solvable goal's residual reaches ~1e-17 and jitters (relative changes ~1), so it
-   runs to max_iterations (`sugihara.random_goals(0, 300)`, LM, tolerance 0: 9 goals hit 10000
-   steps at residual ~1e-17). Sugihara's rules need an absolute |dr| and a max|dq| threshold.
-3. **The best pose, never the last.** A converge-mode solve returns the best pose seen; the
-   papers' protocols continue from (and report) the last iterate. An option would let benchmarks
-   reproduce them exactly.
-4. **No bound on the total joint velocity with a null-space term** (Deo-Walker 4.1): with
+1. *Fixed:* track mode lost the adaptive clamp's d_i between frames (now a solver test:
+   `test_adaptive_clamp_carries_d_i_across_track_frames`).
+2. *Fixed in part:* the solver now also stops when no DOF moves more than `step_tolerance`
+   (Sugihara's rule (a)) and when the residual stops changing over two steps (2-cycles); its
+   stagnation rule stays relative to the residual.
+3. *Open:* a converge-mode solve returns the best pose seen; the papers' protocols continue
+   from (and report) the last iterate. An option would let benchmarks reproduce them exactly.
+4. *Open:* no bound on the total joint velocity with a null-space term (Deo-Walker 4.1): with
    `dls_optimal` and `nullspace="damped"` the primary step is bounded by max_norm but the added
-   (I - J* J) v is not, so ||dq|| can exceed max_norm (see the table in section 5).
+   (I - J* J) v is not, so ||dq|| can exceed max_norm (section 5's table).
 """
 
 
