@@ -116,4 +116,13 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     argv = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else sys.argv[1:]
-    sys.exit(main(argv))
+    code = main(argv)
+    if bpy.app.version < (4, 3, 0) and not bpy.app.binary_path:
+        # bpy 4.2 as a Python module can crash while the interpreter tears down, after all the
+        # work is done and saved: leave with the script's own exit code instead
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}  # bpy 4.2 wheels exist for Python 3.11 only
 BPY=${BPY_VERSION:-4.2.23}
-want="bpy==$BPY numpy==1.26.4 pytest==9.2.0 hypothesis==6.170.15"  # numpy as Blender 4.2 bundles it
+want="bpy==$BPY numpy==1.26.4 pytest==9.2.0 hypothesis==6.170.15 matplotlib==3.9.4"  # numpy as Blender 4.2 bundles it
 stamp=.venv42/.requirements
 if ! [ -x .venv42/bin/python ] || ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setting up .venv42 ($want)..."
