@@ -172,37 +172,9 @@ def double_y_targets(frames: int) -> np.ndarray:
 
 def humanoid_bones() -> list[Bone]:
     """scripts/demo.py's 20-bone character (Z up, facing -Y)."""
-    bones: list[Bone] = [
-        ("root", (0, 0, 0), (0, 0.3, 0), None, False),
-        ("hips", (0, 0, 1.0), (0, 0, 1.1), "root", False),
-        ("spine", (0, 0, 1.1), (0, 0, 1.3), "hips", True),
-        ("chest", (0, 0, 1.3), (0, 0, 1.5), "spine", True),
-        ("neck", (0, 0, 1.5), (0, 0, 1.6), "chest", True),
-        ("head", (0, 0, 1.6), (0, -0.02, 1.8), "neck", True),
-    ]
-    for side, s in (("L", 1.0), ("R", -1.0)):
-        bones += [
-            (f"shoulder.{side}", (0.02 * s, 0, 1.45), (0.18 * s, 0, 1.45), "chest", False),
-            (
-                f"upper_arm.{side}",
-                (0.18 * s, 0, 1.45),
-                (0.45 * s, 0.03, 1.42),
-                f"shoulder.{side}",
-                True,
-            ),
-            (
-                f"forearm.{side}",
-                (0.45 * s, 0.03, 1.42),
-                (0.7 * s, 0, 1.4),
-                f"upper_arm.{side}",
-                True,
-            ),
-            (f"hand.{side}", (0.7 * s, 0, 1.4), (0.8 * s, 0, 1.4), f"forearm.{side}", True),
-            (f"thigh.{side}", (0.1 * s, 0, 1.0), (0.1 * s, -0.03, 0.55), "hips", False),
-            (f"shin.{side}", (0.1 * s, -0.03, 0.55), (0.1 * s, 0, 0.1), f"thigh.{side}", True),
-            (f"foot.{side}", (0.1 * s, 0, 0.1), (0.1 * s, -0.16, 0.02), f"shin.{side}", True),
-        ]
-    return bones
+    import demo  # scripts/ is on sys.path (see the imports)
+
+    return list(demo.BONES)
 
 
 HUMANOID_GOALS = ["hand.L", "hand.R", "foot.L", "foot.R"]

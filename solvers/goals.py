@@ -69,7 +69,7 @@ class PreparedGoals:
         return np.einsum("fij,fej->fei", self.lin_inv, self.position - self.trans[:, None])
 
 
-def _weights(value: ArrayLike | None, default: float, count: int, name: str) -> Array:
+def check_weights(value: ArrayLike | None, default: float, count: int, name: str) -> Array:
     if value is None:
         return np.full(count, default)
     w = np.broadcast_to(np.asarray(value, dtype=float), (count,)).copy()
@@ -90,8 +90,8 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
     if not np.all(np.isfinite(pos)):
         bad = sorted({int(e) for e in np.nonzero(~np.isfinite(pos))[1]})
         raise GoalError(f"target positions of effectors {bad} are NaN or infinite")
-    w_pos = _weights(goals.position_weight, 1.0, n_effectors, "position_weight")
-    w_rot = _weights(goals.rotation_weight, 0.0, n_effectors, "rotation_weight")
+    w_pos = check_weights(goals.position_weight, 1.0, n_effectors, "position_weight")
+    w_rot = check_weights(goals.rotation_weight, 0.0, n_effectors, "rotation_weight")
     secondary = np.zeros(n_effectors, dtype=bool)
     if goals.secondary is not None:
         secondary = np.broadcast_to(np.asarray(goals.secondary, dtype=bool), (n_effectors,)).copy()

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import GoalError, SettingsError
+from .goals import check_weights
 from .methods import StepContext, clamp_max_abs
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
@@ -52,15 +53,6 @@ def unsupported(skeleton: Skeleton, settings: Settings) -> str | None:
     if settings.clamp_adaptive:
         return "adaptive clamping"
     return None
-
-
-def _weights(value: ArrayLike | None, default: float, count: int, name: str) -> Array:
-    if value is None:
-        return np.full(count, default)
-    w = np.broadcast_to(np.asarray(value, dtype=float), (count,)).copy()
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise GoalError(f"{name} must be finite and non-negative, got {w}")
-    return w
 
 
 def _levels(parents: NDArray[np.intp], bones: NDArray[np.intp]) -> list[tuple[Array, Array]]:
@@ -212,8 +204,8 @@ class SingleFrameSolver:
         self.method = settings.make_method()
         self.damped = settings.method in DAMPED_METHODS
         n_eff, n_bones = skeleton.n_effectors, skeleton.n_bones
-        w_pos = _weights(position_weight, 1.0, n_eff, "position_weight")
-        w_rot = _weights(rotation_weight, 0.0, n_eff, "rotation_weight")
+        w_pos = check_weights(position_weight, 1.0, n_eff, "position_weight")
+        w_rot = check_weights(rotation_weight, 0.0, n_eff, "rotation_weight")
         if not np.any(w_pos > 0) and not np.any(w_rot > 0):
             raise GoalError("every goal has zero weight: nothing to solve")
         self.w_pos, self.w_rot = w_pos, w_rot
