@@ -93,6 +93,21 @@ def animate(ob: Any, goals: dict[str, Any]) -> None:
                 goals[name].keyframe_insert("location", frame=frame)
 
 
+POLES = {"hand": (0.45, 0.6, 1.4), "foot": (0.1, -0.8, 0.55)}  # the character faces -Y
+
+
+def make_pole(goal_bone: str) -> Any:
+    """An Empty the goal's knee or elbow bends toward (no pole angle to set)."""
+    kind, side = goal_bone.split(".")
+    x, y, z = POLES[kind]
+    pole = bpy.data.objects.new(f"pole {goal_bone}", None)
+    pole.empty_display_type = "SPHERE"
+    pole.empty_display_size = 0.03
+    pole.location = (x if side == "L" else -x, y, z)
+    bpy.context.scene.collection.objects.link(pole)
+    return pole
+
+
 def playback_errors(ob: Any, goals: dict[str, Any]) -> dict[str, np.ndarray]:
     """Tip-to-target distances with the baked keys played back (no IK involved)."""
     scene = bpy.context.scene
@@ -159,6 +174,7 @@ def main() -> int:
             goal = ob.jacobian_ik.goals[-1]
             if name.startswith("foot"):
                 goal.rotation_weight = 1.0  # keep the feet flat
+            goal.pole_target = make_pole(name)  # knees bend forward, elbows backward
             goals[name] = goal.target
     animate(ob, goals)
     scene.frame_set(1)
