@@ -18,3 +18,7 @@ fi
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy
 echo "== pytest"; .venv/bin/python -m pytest "$@"
+# In CI (or with JIK_TEST42=1) the Blender and solver tests run again on the 4.2 LTS line.
+if [ -n "${CI:-}" ] || [ -n "${JIK_TEST42:-}" ]; then
+  echo "== pytest on bpy 4.2"; bash scripts/test42.sh
+fi

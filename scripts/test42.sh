@@ -17,7 +17,8 @@ if ! [ -x .venv42/bin/python ] || ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$
   echo "$want" > "$stamp"
 fi
 .venv42/bin/python -c "import bpy; print('bpy', bpy.app.version_string)"
-# bpy 4.2 segfaults when the interpreter exits after the tests: judge by pytest's summary line.
+# bpy 4.2 segfaults when the interpreter exits after the tests: judge by pytest's summary line
+# (python -u: written before the crash, not lost in a pipe buffer).
 log=$(mktemp)
-.venv42/bin/python -m pytest tests/blender tests/solvers -q -p no:cacheprovider "$@" | tee "$log" || true
+.venv42/bin/python -u -m pytest tests/blender tests/solvers -q -p no:cacheprovider -W ignore::DeprecationWarning "$@" | tee "$log" || true
 tail -n 1 "$log" | grep -q " passed" && ! tail -n 1 "$log" | grep -qE "failed|error"
