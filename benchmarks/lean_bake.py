@@ -11,11 +11,9 @@ IK): the distance of each goal's effector from where the full bake puts it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy as _bpy
@@ -23,18 +21,8 @@ import numpy as np
 
 bpy: Any = _bpy
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))  # demo.py: the character and the add-on loader
 TOLERANCES = [(0.1, 1e-3), (0.25, 2e-3), (0.5, 5e-3), (1.0, 1e-2)]  # (degrees, world units)
-
-
-def _demo() -> ModuleType:
-    if "jacobian_ik_demo" in sys.modules:
-        return sys.modules["jacobian_ik_demo"]
-    spec = importlib.util.spec_from_file_location("jacobian_ik_demo", ROOT / "scripts" / "demo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik_demo"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _tips(ob: Any, names: list[str], frames: int) -> np.ndarray:
@@ -50,7 +38,7 @@ def _tips(ob: Any, names: list[str], frames: int) -> np.ndarray:
 def benchmark(
     frames: int = 250, tolerances: list[tuple[float, float]] | None = None
 ) -> list[dict[str, Any]]:
-    demo = _demo()
+    import demo  # scripts/ is on sys.path (see the imports)
     from checkout import load_checkout
 
     load_checkout()

@@ -12,7 +12,6 @@ set size (``resource.getrusage``; it only grows, so runs go from short to long).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import resource
 import sys
@@ -23,16 +22,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))  # demo.py: the character and the add-on loader
 os.environ.setdefault("HOME", tempfile.mkdtemp(prefix="jacobian_ik_home_"))
-
-
-def _demo() -> Any:
-    spec = importlib.util.spec_from_file_location("jacobian_ik_demo", ROOT / "scripts" / "demo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik_demo"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def fcurves(action: Any) -> list[Any]:
@@ -104,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, nargs="+", default=[1000, 10000])
     args = parser.parse_args(argv)
-    demo = _demo()
+    import demo  # scripts/ is on sys.path (see the imports)
     from checkout import load_checkout
 
     load_checkout()
