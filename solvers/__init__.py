@@ -4,6 +4,8 @@ Build a ``Skeleton`` from arrays, describe ``Goals``, call ``solve``; see docs/s
 and the README's scripting section.
 """
 
+from .aim import AXIS_VECTORS
+from .balance import Balance
 from .errors import GoalError, IKError, SettingsError, SkeletonError
 from .goals import Goals
 from .methods import METHODS, Method, make_method
@@ -12,7 +14,9 @@ from .so3 import angle_axis, exp_so3
 from .solve import Settings, SolveResult, solve
 
 __all__ = [
+    "AXIS_VECTORS",
     "METHODS",
+    "Balance",
     "Effector",
     "GoalError",
     "Goals",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .balance import Balance, PreparedBalance
 from .errors import GoalError
 from .so3 import Array, orthonormalize
 
@@ -24,6 +25,13 @@ class Goals:
         matrix; non-uniform and negative scale are allowed. Errors are in world units.
     secondary: (E,) bools; a secondary goal (a pole: the knee pulled toward a point in front)
         acts only in the null space of the primary goals and never decides convergence.
+    aim: None, or (E, 3) axes in the effector bones' frames; a non-zero axis makes that goal an
+        aim goal (solvers/aim.py): the axis, from the effector point, points at the target
+        (2 rows, weight ``position_weight``; its angle is the goal's rotation error).
+    support: (E,) bools, the goals the body stands on (their targets' midpoint is the support
+        point of ``balance``).
+    balance: None, or a ``Balance``: the centre of mass kept over the support point, a task in
+        the null space of the goals (solvers/balance.py).
     """
 
     position: ArrayLike
@@ -32,6 +40,9 @@ class Goals:
     rotation_weight: ArrayLike | None = None
     base: ArrayLike | None = None
     secondary: ArrayLike | None = None
+    aim: ArrayLike | None = None
+    support: ArrayLike | None = None
+    balance: Balance | None = None
 
 
 @dataclass
@@ -46,6 +57,10 @@ class PreparedGoals:
     trans: Array  # (F, 3) base translation
     lin_inv: Array  # (F, 3, 3)
     secondary: NDArray[np.bool_]  # (E,)
+    aim: Array  # (E, 3) unit local aim axes, zero for the other goals
+    is_aim: NDArray[np.bool_]  # (E,)
+    support: NDArray[np.bool_]  # (E,)
+    balance: PreparedBalance | None = None  # set by solve() (it needs the skeleton)
 
     @property
     def frames(self) -> int:
@@ -62,7 +77,15 @@ class PreparedGoals:
             self.trans[i],
             self.lin_inv[i],
             self.secondary,
+            self.aim,
+            self.is_aim,
+            self.support,
+            None if self.balance is None else self.balance.take(i),
         )
+
+    def support_point(self) -> Array:
+        """(F, 3) the world midpoint of the support goals' targets."""
+        return np.asarray(self.position[:, self.support].mean(axis=1))
 
     def targets_model(self) -> Array:
         """(F, E, 3) the target points in model space."""
@@ -95,6 +118,19 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
     secondary = np.zeros(n_effectors, dtype=bool)
     if goals.secondary is not None:
         secondary = np.broadcast_to(np.asarray(goals.secondary, dtype=bool), (n_effectors,)).copy()
+    aim = np.zeros((n_effectors, 3))
+    if goals.aim is not None:
+        aim = np.broadcast_to(np.asarray(goals.aim, dtype=float), (n_effectors, 3)).copy()
+        if not np.all(np.isfinite(aim)):
+            raise GoalError("aim axes must be finite")
+    norm = np.linalg.norm(aim, axis=1)
+    is_aim = norm > 1e-12
+    aim[is_aim] /= norm[is_aim, None]
+    support = np.zeros(n_effectors, dtype=bool)
+    if goals.support is not None:
+        support = np.broadcast_to(np.asarray(goals.support, dtype=bool), (n_effectors,)).copy()
+    if goals.balance is not None and not np.any(support):
+        raise GoalError("balance needs at least one support goal (e.g. the feet)")
     primary = ~secondary
     if not np.any(w_pos[primary] > 0) and not np.any(w_rot[primary] > 0):
         raise GoalError("every goal has zero weight: nothing to solve")
@@ -133,5 +169,15 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
         m = np.where(np.linalg.det(m)[..., None, None] < 0, -m, m)
         rot_model = m
     return PreparedGoals(
-        pos, np.asarray(rot_model), w_pos, w_rot, lin, base[:, :3, 3].copy(), lin_inv, secondary
+        pos,
+        np.asarray(rot_model),
+        w_pos,
+        np.where(is_aim, 0.0, w_rot),  # an aim goal's rows replace its rotation's
+        lin,
+        base[:, :3, 3].copy(),
+        lin_inv,
+        secondary,
+        aim,
+        is_aim,
+        support,
     )

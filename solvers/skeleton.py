@@ -89,6 +89,15 @@ class Joint:
     def fixed(cls) -> Joint:
         return cls("")
 
+    @classmethod
+    def free(cls, stiffness: float = 0.0) -> Joint:
+        """A free-floating root: six DOFs, a ball joint and a translation along the three axes
+        of its rest frame (Blender's pose location and rotation of a root bone), all with the
+        same ``stiffness`` (a reluctant root moves less than the chains)."""
+        keys = ("rot_x", "rot_y", "rot_z", "loc_x", "loc_y", "loc_z")
+        stiff = {k: stiffness for k in keys} if stiffness > 0 else {}
+        return cls("XYZ", location_axes="XYZ", stiffness=stiff)
+
 
 @dataclass(frozen=True)
 class Effector:

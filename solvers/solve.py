@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .aim import aim_rows
+from .balance import balance_distance, balance_rows, prepare_balance
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
@@ -115,6 +117,7 @@ class SolveResult:
     elapsed: float
     stats: dict[str, list[float]] = field(default_factory=dict)
     resume: dict[str, Any] | None = None  # track mode: the state to continue from
+    balance_distance: Array | None = None  # (F,) horizontal COM-support distance (Goals.balance)
 
     @property
     def success(self) -> NDArray[np.bool_]:
@@ -138,6 +141,9 @@ class _Problem:
         use = np.zeros((e, 6), dtype=bool)
         use[:, :3] = (goals.w_pos > 0)[:, None]
         use[:, 3:] = (goals.w_rot > 0)[:, None]
+        # an aim goal: two rows (solvers/aim.py) in its position rows' first two slots
+        use[goals.is_aim] = False
+        use[goals.is_aim, :2] = (goals.w_pos[goals.is_aim] > 0)[:, None]
         sec = np.repeat(goals.secondary, 6).reshape(e, 6)
         self.sec_rows = np.flatnonzero((use & sec).reshape(-1))
         use &= ~sec
@@ -151,13 +157,15 @@ class _Problem:
         _, self.blocks = np.unique(self.blocks, return_inverse=True)
         self.n_blocks = int(self.blocks.max()) + 1
         # secondary goals never decide convergence
-        self.use_pos = (goals.w_pos > 0) & ~goals.secondary
-        self.use_rot = (goals.w_rot > 0) & ~goals.secondary
+        self.aim = np.flatnonzero(goals.is_aim)
+        self.use_pos = (goals.w_pos > 0) & ~goals.secondary & ~goals.is_aim
+        self.use_rot = ((goals.w_rot > 0) | (goals.is_aim & (goals.w_pos > 0))) & ~goals.secondary
         pulls = settings.nullspace != "none" and (
             settings.rest_weight > 0 or settings.limit_weight > 0
         )
-        self.use_nullspace = pulls or self.sec_rows.size > 0
-        self.any_rot = bool(np.any(self.use_rot))
+        self.balance = goals.balance is not None and goals.balance.weight > 0
+        self.use_nullspace = pulls or self.sec_rows.size > 0 or self.balance
+        self.any_rot = bool(np.any((goals.w_rot > 0) & ~goals.is_aim))
         self.identity_base = bool(np.all(goals.lin == np.eye(3)))
 
     def errors(self, kin: Kinematics, g: PreparedGoals) -> _Errors:
@@ -170,6 +178,14 @@ class _Problem:
             err[..., 3:] = angle_axis(mul(g.rotation_model, np.swapaxes(kin.frames_rot, -1, -2)))
         pos = np.linalg.norm(err[..., :3], axis=-1)
         rot = np.linalg.norm(err[..., 3:], axis=-1)
+        if self.aim.size:
+            ai = self.aim
+            e_aim, theta, _ = aim_rows(
+                kin.frames_rot[:, ai], kin.points[:, ai], g.targets_model()[:, ai], g.aim[ai]
+            )
+            err[:, ai] = 0.0
+            err[:, ai, :2] = e_aim
+            pos[:, ai], rot[:, ai] = 0.0, theta
         weighted = err.reshape(f, -1)[:, self.rows] * self.sqrt_w
         return _Errors(err, pos, rot, np.linalg.norm(weighted, axis=1))
 
@@ -202,12 +218,17 @@ def solve(
         raise SettingsError("the start pose contains NaN or inf")
     if settings.keep_limits:
         skeleton.clamp_to_limits(start)  # a start pose outside the limits starts at them
+    if goals.balance is not None:
+        g.balance = prepare_balance(goals.balance, skeleton, g.frames, g.support_point())
     problem = _Problem(skeleton, g, settings)
     method = settings.make_method()
     if settings.mode == "converge":
         result = _iterate(problem, method, g, start, settings.max_iterations, track=False)
     else:
         result = _track(problem, method, g, start, resume)
+    if g.balance is not None:
+        kin = skeleton.forward_kinematics(result.pose)
+        result.balance_distance = balance_distance(kin, g.balance, g.lin, g.trans)
     result.elapsed = time.perf_counter() - t0
     return result
 
@@ -254,6 +275,10 @@ def _track(
     )
 
 
+BALANCE_PROGRESS = 0.01
+"""A frame whose goals are met iterates on while its balance error falls by more than this
+fraction a step."""
+
 REASONS = np.array(["", "converged", "stagnated", "diverged", "max_iterations", "failed"])
 _RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED = range(6)
 
@@ -271,6 +296,7 @@ class _Active:
     best_rot: Array
     prev_r: Array
     prev2_r: Array
+    prev_bal: Array
     rises: NDArray[np.intp]
     colw: Array  # DOF weights; 0 locks a DOF (stiffness, limits)
     dmax: Array  # Buss-Kim's D_max,i per effector
@@ -291,6 +317,7 @@ class _Active:
             "best_rot",
             "prev_r",
             "prev2_r",
+            "prev_bal",
             "rises",
             "colw",
             "dmax",
@@ -342,6 +369,7 @@ def _iterate(
         best_rot=np.zeros((frames, n_eff)),
         prev_r=np.full(frames, np.inf),
         prev2_r=np.full(frames, np.inf),
+        prev_bal=np.full(frames, np.inf),
         rises=np.zeros(frames, dtype=np.intp),
         colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
@@ -363,7 +391,20 @@ def _iterate(
         err = problem.errors(kin, a.goals)
         r = err.residual
         history.append((a.index, r))
+        met = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
+        settling = np.zeros(len(r), dtype=bool)
         better = np.ones(len(r), dtype=bool) if track else r < a.best_r
+        if problem.balance:
+            # a frame whose goals are met goes on while the balance task (in their null space)
+            # still gains more than BALANCE_PROGRESS a step, and keeps its latest met pose
+            bal = a.goals.balance
+            assert bal is not None
+            bal_err = balance_distance(kin, bal, a.goals.lin, a.goals.trans)
+            settling = (
+                met & (bal_err > st.tolerance) & (bal_err < (1 - BALANCE_PROGRESS) * a.prev_bal)
+            )
+            a.prev_bal = bal_err
+            better |= met
         if np.any(better):
             idx = np.flatnonzero(better)
             a.best.put(idx, a.pose.take(idx))
@@ -374,11 +415,7 @@ def _iterate(
             a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
         a.prev_pos = err.pos
 
-        why = np.where(
-            np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1),
-            _CONVERGED,
-            _RUNNING,
-        )
+        why = np.where(met & ~settling, _CONVERGED, _RUNNING)
         if not track and k > 0:
             a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
             # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
@@ -386,7 +423,7 @@ def _iterate(
             floor = st.stagnation * np.maximum(r, 1e-300)
             stagnant = (np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor)
             why = np.where(
-                why != _RUNNING,
+                (why != _RUNNING) | settling,
                 why,
                 np.where(
                     stagnant,
@@ -395,7 +432,7 @@ def _iterate(
                 ),
             )
         if k == max_iter:
-            why = np.where(why != _RUNNING, why, _MAX_ITERATIONS)
+            why = np.where(why != _RUNNING, why, np.where(met, _CONVERGED, _MAX_ITERATIONS))
         stop = why != _RUNNING
         if np.any(stop):
             finish(np.flatnonzero(stop), why[stop], k)
@@ -415,8 +452,21 @@ def _iterate(
                 ..., None
             ]
         jac = skel.jacobian(kin, a.targets_model)
+        if problem.aim.size:
+            ai = problem.aim
+            model_jac = jac[:, ai] if a.targets_model is None else skel.jacobian(kin)[:, ai]
+            _, _, aim_jac = aim_rows(
+                kin.frames_rot[:, ai],
+                kin.points[:, ai],
+                a.goals.targets_model()[:, ai],
+                a.goals.aim[ai],
+                model_jac,
+            )
         if not problem.identity_base:
             jac[:, :, :3] = mul(a.goals.lin[:, None], jac[:, :, :3])  # world position rows
+        if problem.aim.size:
+            jac[:, problem.aim] = 0.0
+            jac[:, problem.aim, :2] = aim_jac
         f_act = len(a.index)
         jw = (
             jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
@@ -435,11 +485,22 @@ def _iterate(
         dt = method.step(jw, ew, ctx)
         if problem.use_nullspace:
             secondary = None
+            j2s, e2s = [], []
             if problem.sec_rows.size:
-                j2 = jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows]
-                j2 = j2 * problem.sec_sqrt_w[None, :, None] * a.colw[:, None, :]
-                e2 = e6.reshape(f_act, -1)[:, problem.sec_rows] * problem.sec_sqrt_w
-                secondary = (j2, e2)
+                j2s.append(jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows])
+                j2s[-1] = j2s[-1] * problem.sec_sqrt_w[None, :, None]
+                e2s.append(e6.reshape(f_act, -1)[:, problem.sec_rows] * problem.sec_sqrt_w)
+            if problem.balance:
+                # the centre of mass over the support point (solvers/balance.py)
+                bal = a.goals.balance
+                assert bal is not None
+                e_b, j_b = balance_rows(skel, kin, bal, a.goals.lin, a.goals.trans)
+                w_b = math.sqrt(bal.weight)
+                j2s.append(j_b * w_b)
+                e2s.append(e_b * w_b)
+            if j2s:
+                j2 = np.concatenate(j2s, axis=1) * a.colw[:, None, :]
+                secondary = (j2, np.concatenate(e2s, axis=1))
             dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx, dt, secondary)
         dq = a.colw * dt
         if st.max_step is not None:
