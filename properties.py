@@ -40,6 +40,26 @@ MODE_ITEMS = [
 ]
 
 
+class JacobianIKStashedConstraint(bpy.types.PropertyGroup):
+    """An IK constraint removed by Import IK Constraints: what Restore IK Constraints needs to
+    put it back as it was (its object pointers here, every other setting in ``settings``)."""
+
+    stored: BoolProperty(name="Stored", description="A constraint is stashed here")  # type: ignore[valid-type]
+    bone: StringProperty(name="Bone", description="The bone the constraint was on")  # type: ignore[valid-type]
+    name: StringProperty(name="Name", description="The constraint's name")  # type: ignore[valid-type]
+    index: IntProperty(name="Index", description="Its place in the bone's constraint stack")  # type: ignore[valid-type]
+    target: PointerProperty(name="Target", type=bpy.types.Object)  # type: ignore[valid-type]
+    pole_target: PointerProperty(name="Pole Target", type=bpy.types.Object)  # type: ignore[valid-type]
+    settings: StringProperty(  # type: ignore[valid-type]
+        name="Settings", description="The constraint's other settings, as JSON"
+    )
+    drivers: StringProperty(  # type: ignore[valid-type]
+        name="Drivers",
+        description="The constraint's drivers, parked (muted, under another path) while it is "
+        "stashed: their paths and mute states, as JSON",
+    )
+
+
 class JacobianIKGoal(bpy.types.PropertyGroup):
     """One end effector: a bone pulled towards a target object (or a bone of a target armature)."""
 
@@ -80,6 +100,15 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         type=bpy.types.Object,
         description="The chain's middle joint (knee, elbow) bends toward this object; "
         "a secondary goal in the null space of the goals, no pole angle",
+    )
+    pole_target_bone: StringProperty(  # type: ignore[valid-type]
+        name="Pole Bone",
+        description="When the pole target is an armature: the bone whose head is the pole",
+    )
+    stash: PointerProperty(  # type: ignore[valid-type]
+        type=JacobianIKStashedConstraint,
+        description="The IK constraint this goal was imported from, removed from the bone and "
+        "kept here so that Restore IK Constraints can put it back",
     )
     enabled: BoolProperty(name="Enabled", default=True)  # type: ignore[valid-type]
     error: FloatProperty(  # type: ignore[valid-type]
@@ -199,7 +228,7 @@ def _parameter_properties() -> dict[str, Any]:
 
 JacobianIKSettings.__annotations__.update(_parameter_properties())
 
-classes = (JacobianIKGoal, JacobianIKSettings)
+classes = (JacobianIKStashedConstraint, JacobianIKGoal, JacobianIKSettings)
 
 
 def register() -> None:

@@ -1,4 +1,8 @@
-"""Pole goals: a goal's chain bends toward a pole object, with no pole angle to type in.
+"""Pole goals: a goal's chain bends toward a pole object or bone, with no pole angle to type in.
+
+The pole is ``goal.pole_target``, or the head of its bone ``goal.pole_target_bone`` when the
+pole target is an armature (the goal's own armature too: Rigify's knee and elbow controls),
+read at every frame after the scene is evaluated.
 
 For a goal with ``pole_target`` the bridge adds one more effector at the chain's middle joint
 and gives it the pole object's world position as a *secondary* target (``Goals.secondary``):
@@ -49,6 +53,7 @@ class Pole:
     goal_index: int  # index into RigModel.goals
     bone: int  # skeleton bone whose head is the middle joint
     target: Any  # the pole object
+    target_bone: str  # its bone whose head is the pole ("" for the object itself)
     upper: str  # the middle joint's parent bone (its head is H)
     a: float  # rest distance H - middle joint (armature units)
     b: float  # rest distance middle joint - effector
@@ -92,6 +97,13 @@ def find_poles(ob: Any, model: RigModel) -> tuple[list[Pole], list[str]]:
         pole_target = getattr(g, "pole_target", None)
         if pole_target is None:
             continue
+        pole_bone = getattr(g, "pole_target_bone", "")
+        if pole_bone and (pole_target.pose is None or pole_bone not in pole_target.pose.bones):
+            warnings.append(
+                f"{goal_label(e, g)}: pole target {pole_target.name!r} has no bone "
+                f"{pole_bone!r}, pole ignored"
+            )
+            continue
         chain = chain_of(model, position[g.bone], g.chain_length)
         tail = float(ob.data.bones[g.bone].length) if g.use_tail else None
         bone = middle_joint(model, chain, tail)
@@ -104,7 +116,7 @@ def find_poles(ob: Any, model: RigModel) -> tuple[list[Pole], list[str]]:
         tip = bones[g.bone].tail_local if g.use_tail else bones[g.bone].head_local
         a = float(np.linalg.norm(knee - np.array(upper.head_local)))
         b = float(np.linalg.norm(np.array(tip) - knee))
-        poles.append(Pole(e, bone, pole_target, upper.name, a, b, g, chain))
+        poles.append(Pole(e, bone, pole_target, pole_bone, upper.name, a, b, g, chain))
     return poles, warnings
 
 
@@ -142,6 +154,13 @@ def swivel_point(hip: Array, target: Array, pole: Array, a: float, b: float) -> 
     return np.asarray(hip + x * u + h * side / n)
 
 
+def pole_position(target: Any, bone: str) -> Array:
+    """World position of a pole: the object's origin, or the head of its pose bone ``bone``."""
+    if bone:
+        return np.array(target.matrix_world @ target.pose.bones[bone].head, dtype=float)
+    return np.array(target.matrix_world.translation, dtype=float)
+
+
 class PoleReader:
     """Records the poles' world positions each time the scene is evaluated at a frame."""
 
@@ -156,7 +175,7 @@ class PoleReader:
             inv = np.linalg.inv(world)
             out = np.empty((len(self.poles), 3))
             for i, p in enumerate(self.poles):
-                pole = np.array(p.target.matrix_world.translation, dtype=float)
+                pole = pole_position(p.target, p.target_bone)
                 goal = p.goal
                 if goal.target_bone:
                     head = goal.target.pose.bones[goal.target_bone].head

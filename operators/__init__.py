@@ -6,6 +6,7 @@ from .goals import (
     JACOBIAN_IK_OT_add_goal,
     JACOBIAN_IK_OT_import_constraints,
     JACOBIAN_IK_OT_remove_goal,
+    JACOBIAN_IK_OT_restore_constraints,
 )
 from .solve import JACOBIAN_IK_OT_bake, JACOBIAN_IK_OT_solve
 
@@ -13,6 +14,7 @@ classes = (
     JACOBIAN_IK_OT_add_goal,
     JACOBIAN_IK_OT_remove_goal,
     JACOBIAN_IK_OT_import_constraints,
+    JACOBIAN_IK_OT_restore_constraints,
     JACOBIAN_IK_OT_solve,
     JACOBIAN_IK_OT_bake,
 )

@@ -1,4 +1,5 @@
-"""Goal operators: add one for the active bone, remove one, import Blender's IK constraints."""
+"""Goal operators: add one for the active bone, remove one, import Blender's IK constraints
+(stashed on the goals) and restore them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 from mathutils import Matrix
 
+from ..bridge import stash
 from . import poll
 
 if TYPE_CHECKING:
@@ -97,7 +99,8 @@ class JACOBIAN_IK_OT_remove_goal(bpy.types.Operator):
 
 
 class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
-    """Add one goal per IK constraint of the armature and mute the constraints it converted"""
+    """Add one goal per IK constraint of the armature (pole included) and stash the constraints
+    it converted on their goals: removed from the bones, restorable with Restore IK Constraints"""
 
     bl_idname = "jacobian_ik.import_constraints"
     bl_label = "Import IK Constraints"
@@ -113,9 +116,9 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
             self.report({"ERROR"}, f"Armature {ob.name!r} has no pose yet")
             return {"CANCELLED"}
         props = ob.jacobian_ik
-        imported, skipped = 0, []
+        converted, skipped = [], []
         for pbone in ob.pose.bones:
-            for con in pbone.constraints:
+            for index, con in enumerate(pbone.constraints):
                 if con.type != "IK" or con.mute:
                     continue
                 if con.target is None:
@@ -134,17 +137,70 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                 goal.use_tail = con.use_tail
                 goal.position_weight = position_weight
                 goal.rotation_weight = rotation_weight
-                if con.pole_target is not None:
-                    skipped.append(f"{pbone.name}/{con.name}: pole target ignored")
-                con.mute = True
-                imported += 1
+                pole = con.pole_target
+                if pole is not None:
+                    goal.pole_target = pole
+                    bone = con.pole_subtarget if pole.type == "ARMATURE" else ""
+                    goal.pole_target_bone = bone
+                stash.stash(con, pbone.name, index, goal.stash)
+                converted.append((pbone, con))
+        # removed after the loop: the stack indexes kept above are the original ones
+        for pbone, con in converted:
+            pbone.constraints.remove(con)
         for message in skipped:
             self.report({"WARNING"}, message)
-        if not imported:
+        if not converted:
             self.report(
                 {"ERROR"}, f"Armature {ob.name!r} has no unmuted IK constraint with a target"
             )
             return {"CANCELLED"}
         props.active_goal_index = len(props.goals) - 1
-        self.report({"INFO"}, f"Imported {imported} IK constraint(s) as goals and muted them")
+        self.report(
+            {"INFO"},
+            f"Imported {len(converted)} IK constraint(s) as goals; they are stashed on the "
+            "goals (Restore IK Constraints puts them back)",
+        )
+        return {"FINISHED"}
+
+
+class JACOBIAN_IK_OT_restore_constraints(bpy.types.Operator):
+    """Put the IK constraints stashed by Import IK Constraints back on their bones, as they
+    were (settings, name, place in the stack), and remove the goals made from them"""
+
+    bl_idname = "jacobian_ik.restore_constraints"
+    bl_label = "Restore IK Constraints"
+    bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012
+
+    keep_goals: BoolProperty(  # type: ignore[valid-type]
+        name="Keep Goals", description="Keep the goals made from the constraints", default=False
+    )
+
+    @classmethod
+    def poll(cls, context: Any) -> bool:
+        if not poll.armature(cls, context):
+            return False
+        if not any(g.stash.stored for g in context.object.jacobian_ik.goals):
+            cls.poll_message_set("No goal holds a stashed IK constraint")
+            return False
+        return True
+
+    def execute(self, context: Any) -> set[OperatorReturnItems]:
+        ob = context.object
+        props = ob.jacobian_ik
+        stored = [i for i, g in enumerate(props.goals) if g.stash.stored]
+        if not stored:
+            self.report({"ERROR"}, "No goal holds a stashed IK constraint")
+            return {"CANCELLED"}
+        missing = sorted({props.goals[i].stash.bone for i in stored} - set(ob.pose.bones.keys()))
+        if missing:
+            self.report({"ERROR"}, f"Armature {ob.name!r} has no bone {missing[0]!r} any more")
+            return {"CANCELLED"}
+        # per bone in the order of the stack, so that each goes back to its own place
+        for i in sorted(stored, key=lambda i: props.goals[i].stash.index):
+            stash.restore(ob, props.goals[i].stash)
+        if not self.keep_goals:
+            for i in reversed(stored):
+                props.goals.remove(i)
+            props.active_goal_index = max(0, min(props.active_goal_index, len(props.goals) - 1))
+        self.report({"INFO"}, f"Restored {len(stored)} IK constraint(s)")
         return {"FINISHED"}

@@ -70,6 +70,7 @@ class VIEW3D_PT_jacobian_ik(_IKPanel, bpy.types.Panel):
         col.operator("jacobian_ik.remove_goal", icon="REMOVE", text="")
         col.separator()
         col.operator("jacobian_ik.import_constraints", icon="CONSTRAINT_BONE", text="")
+        col.operator("jacobian_ik.restore_constraints", icon="LOOP_BACK", text="")
 
         row = layout.row(align=True)
         row.scale_y = 1.4
@@ -101,6 +102,8 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         layout.prop(goal, "position_weight")
         layout.prop(goal, "rotation_weight")
         layout.prop(goal, "pole_target")
+        if goal.pole_target is not None and goal.pole_target.type == "ARMATURE":
+            layout.prop_search(goal, "pole_target_bone", goal.pole_target.data, "bones")
 
 
 class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):

@@ -77,7 +77,10 @@ def test_import_constraints(clean: Any) -> None:
     g = goals["c1"]
     assert (g.target, g.target_bone, g.chain_length, g.use_tail) == (other, "t", 0, False)
     assert g.rotation_weight == 0.0
-    assert ik.mute and ik2.mute
+    # the converted constraints are stashed on their goals (removed from the bones)
+    assert [c.type for c in ob.pose.bones["b2"].constraints] == []
+    assert [c.type for c in ob.pose.bones["c1"].constraints] == []
+    assert goals["b2"].stash.stored and goals["c1"].stash.stored
     assert not ob.pose.bones["c0"].constraints[0].mute
     # nothing left to import
     with override(ob), pytest.raises(RuntimeError, match="no unmuted IK constraint"):

@@ -1,4 +1,5 @@
-"""Pole goals: the knee bends toward the pole object, with the foot on its target."""
+"""Pole goals: the knee bends toward the pole object (or bone), with the foot on its target;
+poles of imported IK constraints."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import pytest
 from blender_helpers import add_goal, make_armature, make_empty, override, tip
 
 
-def legs(sides: tuple[str, ...] = ("L",)) -> Any:
-    """Hips with one or two 3-bone legs (thigh, shin, foot) hanging straight down (Z up)."""
-    bones: list[Any] = [("hips", (0.0, 0.0, 1.0), (0.0, 0.0, 1.1), None, False)]
+def legs(sides: tuple[str, ...] = ("L",), extra: tuple[Any, ...] = ()) -> Any:
+    """Hips with one or two 3-bone legs (thigh, shin, foot) hanging straight down (Z up), and
+    ``extra`` bones."""
+    bones: list[Any] = [("hips", (0.0, 0.0, 1.0), (0.0, 0.0, 1.1), None, False), *extra]
     for side in sides:
         x = 0.1 if side == "L" else -0.1
         bones += [
@@ -116,3 +118,70 @@ def test_panel_draws_the_pole_field(clean: Any) -> None:
     )
     source = Path(str(panels.__file__)).read_text()
     assert 'layout.prop(goal, "pole_target")' in source
+
+
+# a pole bone of the goal's own armature (parented to the root, as Rigify's knee controls) or of
+# another armature
+POLE_BONE = ("knee_pole", (0.1, 0.0, 0.5), (0.1, 0.0, 0.6), None, False)
+
+
+@pytest.mark.parametrize("own", [True, False])
+@pytest.mark.parametrize("pole_y", [-1.0, 1.0])
+def test_the_knee_bends_toward_a_pole_bone(clean: Any, own: bool, pole_y: float) -> None:
+    ob = legs(extra=(POLE_BONE,) if own else ())
+    holder = ob if own else make_armature("Poles", [POLE_BONE])
+    holder.pose.bones["knee_pole"].location = (0.0, 0.0, pole_y)  # in front of / behind the knee
+    bpy.context.view_layer.update()
+    pole_world = holder.matrix_world @ holder.pose.bones["knee_pole"].head
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))
+    add_goal(
+        ob,
+        "foot.L",
+        target,
+        chain_length=3,
+        pole_target=holder,
+        pole_target_bone="knee_pole",
+    )
+    assert solve(ob) == {"FINISHED"}
+    assert (tip(ob, "foot.L") - target.location).length < 1e-4
+    assert knee_y(ob, "L") * pole_world.y > 0.05, (knee_y(ob, "L"), pole_world)
+
+
+def test_a_missing_pole_bone_is_reported(clean: Any) -> None:
+    ob = legs()
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))
+    add_goal(ob, "foot.L", target, chain_length=3, pole_target=ob, pole_target_bone="nope")
+    from jacobian_ik.bridge import run
+
+    report = run(ob, bpy.context.scene, None)
+    assert any("has no bone 'nope', pole ignored" in w for w in report.warnings)
+
+
+def test_imported_constraint_keeps_its_bone_pole_and_bakes_toward_it(clean: Any) -> None:
+    """An IK constraint with a pole bone that moves from the front of the knee to behind it:
+    imported, baked, the knee follows the pole frame by frame (no pole angle needed: the
+    constraint's -90 degrees is not used)."""
+    ob = legs(extra=(POLE_BONE,))
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))
+    pole = ob.pose.bones["knee_pole"]
+    for frame, z in ((1, 1.0), (10, -1.0)):  # the bone points up: its local Z is world -Y
+        pole.location = (0.0, 0.0, z)
+        pole.keyframe_insert("location", frame=frame)
+    ik = ob.pose.bones["foot.L"].constraints.new("IK")
+    ik.target, ik.chain_count = target, 3
+    ik.pole_target, ik.pole_subtarget, ik.pole_angle = ob, "knee_pole", -1.5708
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+    goal = ob.jacobian_ik.goals[0]
+    assert (goal.pole_target, goal.pole_target_bone) == (ob, "knee_pole")
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=10) == {"FINISHED"}
+    scene = bpy.context.scene
+    sides = []
+    for frame in (1, 10):
+        scene.frame_set(frame)
+        pole_y = (ob.matrix_world @ pole.head).y
+        sides.append(pole_y > 0)
+        assert knee_y(ob, "L") * pole_y > 0.05, (frame, knee_y(ob, "L"), pole_y)
+        assert (tip(ob, "foot.L") - target.location).length < 1e-4
+    assert sides[0] != sides[1]  # the pole crossed from one side of the leg to the other
