@@ -34,6 +34,16 @@ METHOD_ITEMS = [
     ("LM_CHAN_LAWRENCE", "LM, Chan-Lawrence", "Levenberg-Marquardt, Chan-Lawrence damping"),
 ]
 
+GOAL_TYPE_ITEMS = [
+    ("REACH", "Reach", "The effector reaches the target (position, and rotation when weighted)"),
+    ("AIM", "Aim", "The bone turns so that its Aim Axis points at the target (a head, an eye)"),
+]
+
+AIM_AXIS_ITEMS = [
+    (axis, axis, f"The bone's local {axis} axis points at the target")
+    for axis in ("X", "Y", "Z", "-X", "-Y", "-Z")
+]
+
 MODE_ITEMS = [
     ("CONVERGE", "Converge", "Every frame iterates from its own pose until it converges"),
     ("TRACK", "Track", "Every frame starts from the previous frame's result and takes a few steps"),
@@ -109,6 +119,24 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         type=JacobianIKStashedConstraint,
         description="The IK constraint this goal was imported from, removed from the bone and "
         "kept here so that Restore IK Constraints can put it back",
+    )
+    type: EnumProperty(  # type: ignore[valid-type]
+        name="Type",
+        items=GOAL_TYPE_ITEMS,
+        default="REACH",
+        description="Reach the target, or aim an axis of the bone at it",
+    )
+    aim_axis: EnumProperty(  # type: ignore[valid-type]
+        name="Aim Axis",
+        items=AIM_AXIS_ITEMS,
+        default="Y",
+        description="The bone's local axis that points at the target (from the effector point)",
+    )
+    support: BoolProperty(  # type: ignore[valid-type]
+        name="Support",
+        description="The body stands on this goal (a foot): balance keeps the centre of mass "
+        "over the midpoint of the support goals",
+        default=False,
     )
     enabled: BoolProperty(name="Enabled", default=True)  # type: ignore[valid-type]
     error: FloatProperty(  # type: ignore[valid-type]
@@ -188,12 +216,45 @@ class JacobianIKSettings(bpy.types.PropertyGroup):
         min=1.0,
         soft_max=4.0,
     )
+    move_root: BoolProperty(  # type: ignore[valid-type]
+        name="Move Root",
+        description="The root bone above the chains (a humanoid's hips) moves and turns freely "
+        "to help every goal; pinned goals (feet) keep it honest",
+        default=False,
+    )
+    root_stiffness: FloatProperty(  # type: ignore[valid-type]
+        name="Root Stiffness",
+        description="How reluctantly the root moves (0: as freely as the chains, 1: not at all)",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+    )
+    balance: BoolProperty(  # type: ignore[valid-type]
+        name="Balance",
+        description="Keep the centre of mass over the support goals (a task below the goals; "
+        "bone masses from a 'jik_mass' property, else bone length)",
+        default=False,
+    )
+    balance_weight: FloatProperty(  # type: ignore[valid-type]
+        name="Balance Weight",
+        description="Weight of the balance task (1: full, lower: softer)",
+        default=1.0,
+        min=0.0,
+        max=1.0,
+    )
 
     last_frames: IntProperty(name="Frames", description="Frames solved in the last run")  # type: ignore[valid-type]
     last_converged: IntProperty(name="Converged", description="Frames that converged")  # type: ignore[valid-type]
     last_iterations: IntProperty(name="Iterations", description="Most iterations of a frame")  # type: ignore[valid-type]
     last_time: FloatProperty(name="Time", description="Solve time of the last run (s)")  # type: ignore[valid-type]
     last_keys: IntProperty(name="Keys", description="Keyframes written by the last run")  # type: ignore[valid-type]
+    last_balance: FloatProperty(  # type: ignore[valid-type]
+        name="Balance",
+        description="Largest horizontal distance of the centre of mass from the support point "
+        "in the last run (-1: not measured)",
+        default=-1.0,
+        unit="LENGTH",
+    )
 
     use_live: BoolProperty(  # type: ignore[valid-type]
         name="Live",

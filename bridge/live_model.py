@@ -21,7 +21,7 @@ from ..properties import parameter_property
 from ..solvers import Goals as SolverGoals
 from ..solvers import Pose, Settings, SolveResult, solve
 from ..solvers.single import SingleFrameSolver, unsupported
-from . import limits, poles, rig, write
+from . import full_body, limits, poles, rig, write
 from .errors import RigError
 from .settings import method_name, method_parameters, solver_settings
 
@@ -55,6 +55,9 @@ def goal_key(ob: Any) -> tuple[Any, ...]:
             g.position_weight,
             g.rotation_weight,
             g.pole_target.name if g.pole_target is not None else "",
+            getattr(g, "type", "REACH"),
+            getattr(g, "aim_axis", "Y"),
+            getattr(g, "support", False),
         )
         for g in ob.jacobian_ik.goals
         if g.enabled
@@ -102,6 +105,10 @@ def settings_key(props: Any) -> tuple[Any, ...]:
         props.track_steps,
         props.rest_weight,
         props.max_stretch,
+        getattr(props, "move_root", False),
+        getattr(props, "root_stiffness", 0.0),
+        getattr(props, "balance", False),
+        getattr(props, "balance_weight", 1.0),
         *(getattr(props, parameter_property(method, p)) for p in method_parameters(props.method)),
     )
 
@@ -174,6 +181,9 @@ class LiveModel:
         # poles (secondary goals) and IK stretch: read, solved and written as ``run`` does,
         # from a model rebuilt on every update (slower, see ``_update_like_run``)
         self.like_run = self.skeleton.n_effectors > len(goals) or bool(limits.stretch_bones(model))
+        # full-body goals (move_root, balance, aim) are solved as ``run`` solves them too
+        self.like_run |= model.root >= 0 or model.body is not None
+        self.like_run |= full_body.aim_axes(goals) is not None
         self.solver: SingleFrameSolver | None = None
         if not self.like_run and unsupported(self.skeleton, self.settings) is None:
             self.solver = SingleFrameSolver(
@@ -403,6 +413,9 @@ class LiveModel:
         t2 = time.perf_counter()
         rotations = result.pose.rotations[0, model.free]
         self.write(ob, rotations)
+        if model.root >= 0:  # move_root: the root's location (its rotation is written above)
+            root = ob.pose.bones[model.names[model.root]]
+            root.location = result.pose.locations[0, model.root].tolist()
         stretched = limits.stretch_bones(model)
         if stretched:
             channels = limits.stretch_channels(ob, model, result.pose.stretch[:, stretched])
@@ -412,6 +425,10 @@ class LiveModel:
             keys = self.keyframe(ob, keyframe_at)
             for b in stretched:
                 ob.pose.bones[model.names[b]].keyframe_insert("scale", frame=keyframe_at)
+                keys += 3
+            if model.root >= 0:
+                name = model.names[model.root]
+                ob.pose.bones[name].keyframe_insert("location", frame=keyframe_at, group=name)
                 keys += 3
         targets, base, bones = self.read(ob)
         reachable = self.reachable(targets, base, bones)

@@ -70,6 +70,8 @@ def channel_tolerances(
         return np.array([key_tolerance] + [math.sin(key_tolerance / 2.0)] * 3)
     if ch.attr == "scale":
         return np.full(n, position_tolerance / max(length, 1e-12))
+    if ch.attr == "location":  # a root moved by move_root (bridge/full_body.py)
+        return np.full(n, position_tolerance)
     return np.full(n, key_tolerance)
 
 
@@ -99,6 +101,8 @@ class _PoseBuilder:
         for k, ch in enumerate(channels):
             if ch.attr == "scale":
                 pose.stretch[:, self.bone[k]] = (values[k][:, 1] - 1.0) * self.lengths[k]
+            elif ch.attr == "location":
+                pose.locations[:, self.bone[k]] = values[k]
             else:
                 pose.rotations[:, self.bone[k]] = _matrices(ch, values[k], self.modes[k])
         kin = self.skeleton.forward_kinematics(pose)

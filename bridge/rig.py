@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
+from . import full_body
 from .errors import RigError
 
 Array = NDArray[np.float64]
@@ -39,6 +40,9 @@ class RigModel:
     connected: NDArray[np.bool_]
     goals: list[Any]  # the enabled goal items, one per effector
     warnings: list[str] = field(default_factory=list)
+    root: int = -1  # the skeleton bone freed by move_root (a Joint.free), -1: none
+    body: full_body.BodyMass | None = None  # bone masses when a goal has ``support`` on
+    balance_weight: float = 0.0  # the balance task's weight (0: the distance is only measured)
 
 
 def _matrices(collection: Any, attr: str) -> Array:
@@ -82,7 +86,10 @@ def check_goal(ob: Any, index: int, goal: Any) -> None:
             raise RigError(f"{label}: target bone set but {goal.target.name!r} is no armature")
         if goal.target.pose is None or goal.target_bone not in goal.target.pose.bones:
             raise RigError(f"{label}: {goal.target.name!r} has no bone {goal.target_bone!r}")
-    if goal.position_weight <= 0.0 and goal.rotation_weight <= 0.0:
+    if getattr(goal, "type", "REACH") == "AIM":
+        if goal.position_weight <= 0.0:
+            raise RigError(f"{label}: an aim goal needs a position weight above zero")
+    elif goal.position_weight <= 0.0 and goal.rotation_weight <= 0.0:
         raise RigError(f"{label}: both weights are zero")
 
 
@@ -175,7 +182,20 @@ def build_model(ob: Any) -> RigModel:
                 f"{goal_label(i, g)}: chain length {g.chain_length} goes beyond the root: "
                 f"clamped to {depth} bone(s)"
             )
+    props = ob.jacobian_ik
+    root = -1
+    if getattr(props, "move_root", False) and props.root_stiffness < 1.0:
+        connected_all = [b.use_connect for b in bones]
+        root = full_body.find_root(
+            parent_of, [index[g.bone] for _, g in goals], free, connected_all
+        )
+        b = root
+        while b >= 0:
+            needed.add(b)
+            b = parent_of[b]
     free_names = {bones[b].name for b in free}
+    if root >= 0:
+        free_names.add(bones[root].name)
     moved = {
         bone.name
         for bone in bones
@@ -203,6 +223,8 @@ def build_model(ob: Any) -> RigModel:
     for i, b in enumerate(order):
         pb = pbones[int(pose_index[i])]
         joint = _joint(pb) if b in free else Joint(rotation_axes="")
+        if b == root:
+            joint = Joint.free(min(float(props.root_stiffness), 0.99))
         if joint.rotation_axes:
             free_list.append(i)
         if b in free and pb.ik_stretch > 0.0:
@@ -226,6 +248,15 @@ def build_model(ob: Any) -> RigModel:
     names = [bones[b].name for b in order]
     skeleton = Skeleton(parents, rest, joints, effectors, names=names)
     connected = np.array([bones[b].use_connect for b in order], dtype=bool)
+    root_index = position[root] if root >= 0 else -1
+    body = None
+    balance = bool(getattr(props, "balance", False))
+    if any(getattr(g, "support", False) for _, g in goals):
+        body = full_body.body_mass(ob, names, root_index)
+        if balance and not np.any(body.mass > 0):
+            raise RigError("balance: no bone has mass (deforming bones or a 'jik_mass' property)")
+    elif balance:
+        raise RigError("balance needs at least one goal with Support on (e.g. the feet)")
     return RigModel(
         skeleton,
         names,
@@ -236,6 +267,9 @@ def build_model(ob: Any) -> RigModel:
         connected,
         [g for _, g in goals],
         warnings,
+        root_index,
+        body,
+        float(props.balance_weight) if balance else 0.0,
     )
 
 
@@ -332,6 +366,7 @@ def read_frames(
     target = np.empty((n_frames, n_goals, 4, 4))
     basis = np.empty((n_frames, n_bones, 4, 4))
     evaluated = np.empty((n_frames, n_bones, 4, 4))
+    every = None if model.body is None else np.empty((n_frames, len(ob.pose.bones), 4, 4))
     # per frame only the reads (Blender must be at that frame); the maths runs once afterwards
     for f, frame in enumerate(frames):
         evaluate(frame)
@@ -340,7 +375,10 @@ def read_frames(
             target[f, e] = _target_matrix(g)
         pbones = ob.pose.bones
         basis[f] = _matrices(pbones, "matrix_basis")[model.pose_index]
-        evaluated[f] = _matrices(pbones, "matrix")[model.pose_index]
+        matrices = _matrices(pbones, "matrix")
+        evaluated[f] = matrices[model.pose_index]
+        if every is not None:
+            every[f] = matrices
         if progress is not None:
             progress((f + 1) / n_frames)
     for f in np.flatnonzero(_suspicious(base, target, evaluated, basis)):
@@ -355,13 +393,24 @@ def read_frames(
     rot = nearest_rotation(local[..., :3, :3])
     loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
 
+    aim = full_body.aim_axes(model.goals)
     weights_rot = np.array([g.rotation_weight for g in model.goals])
+    if aim is not None:
+        weights_rot[np.linalg.norm(aim, axis=1) > 0] = 0.0  # an aim goal has no rotation rows
+    support = None
+    balance = None
+    if model.body is not None and every is not None:
+        support = np.array([bool(getattr(g, "support", False)) for g in model.goals])
+        balance = full_body.balance_goal(model.body, every, model.balance_weight)
     goals = Goals(
         position=target[:, :, :3, 3],
         rotation=nearest_rotation(target[:, :, :3, :3]) if np.any(weights_rot > 0) else None,
         position_weight=np.array([g.position_weight for g in model.goals]),
         rotation_weight=weights_rot,
         base=base,
+        aim=aim,
+        support=support,
+        balance=balance,
     )
     pose = Pose(rot, loc, np.zeros((n_frames, n_bones)))
     return FrameData(goals, pose, list(frames))

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import IKError, Pose, solve
-from . import actions, limits, poles, reduce, rig, write
+from . import actions, full_body, limits, poles, reduce, rig, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
 
@@ -52,6 +52,10 @@ class RunReport:
     keys: int
     warnings: list[str] = field(default_factory=list)
     full_keys: int = 0  # keys a full bake writes (every frame of every channel)
+    # (F,) horizontal distance of the centre of mass from the support point (world units),
+    # None when no goal has ``support`` on
+    balance_distance: Array | None = None
+    aim: NDArray[np.bool_] | None = None  # (E,) AIM goals (their error is the angle)
 
     @property
     def total_time(self) -> float:
@@ -70,8 +74,11 @@ class RunReport:
             }
             if self.rotation_weight[e] > 0:
                 stats["rotation_max"] = float(self.rotation_error[:, e].max())
+            if self.aim is not None and self.aim[e]:
+                angle = np.degrees(self.rotation_error[:, e])
+                stats = {"aim_max_deg": float(angle.max()), "aim_mean_deg": float(angle.mean())}
             goals[f"{e + 1}:{name}"] = stats
-        return {
+        out = {
             "frames": len(self.frames),
             "frame_start": self.frames[0],
             "frame_end": self.frames[-1],
@@ -91,6 +98,10 @@ class RunReport:
             "full_keys": self.full_keys,
             "warnings": self.warnings,
         }
+        if self.balance_distance is not None:
+            d = self.balance_distance
+            out["balance"] = {"max": float(d.max()), "mean": float(d.mean())}
+        return out
 
 
 def run(
@@ -194,6 +205,7 @@ def run_steps(
     pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
     last_pose = None
     resume: dict[str, Any] | None = None
+    body_parts: list[tuple[Array, Array | None]] = []  # root locations, balance distances
     try:
         t0 = time.perf_counter()
         try:
@@ -233,6 +245,9 @@ def run_steps(
             except IKError as exc:
                 raise RigError(f"solver: {exc}") from exc
             last_pose, resume = result.pose, result.resume
+            body_parts.append(
+                (result.pose.locations[:, max(model.root, 0)], result.balance_distance)
+            )
             pieces.append(
                 (
                     result.pose.rotations[:, model.free],
@@ -263,6 +278,10 @@ def run_steps(
 
     channels = write.rotation_channels(ob, free_names, rotations, seeds)
     channels += limits.stretch_channels(ob, model, np.concatenate([x[0] for x in extra]))
+    if model.root >= 0:  # move_root: the root's location (its rotation is in ``channels``)
+        root_locations = np.concatenate([x[0] for x in body_parts])
+        channels += full_body.root_channels(ob, model.names[model.root], root_locations)
+    distances = [x[1] for x in body_parts if x[1] is not None]
     if not np.all(np.isfinite(rotations)) or not all(np.isfinite(c.values).all() for c in channels):
         raise RigError("solver: the result contains NaN or inf; nothing was written")
     keys = full_keys = 0
@@ -309,6 +328,8 @@ def run_steps(
         keys=keys,
         warnings=model.warnings,
         full_keys=full_keys,
+        balance_distance=np.concatenate(distances) if distances else None,
+        aim=np.array([getattr(g, "type", "REACH") == "AIM" for g in model.goals], dtype=bool),
     )
     store_results(ob, model, report)
     return report
@@ -322,10 +343,12 @@ def store_results(ob: Any, model: rig.RigModel, report: RunReport) -> None:
     for e, goal in enumerate(model.goals):
         goal.error = float(report.position_error[:, e].max())
         goal.error_mean = float(report.position_error[:, e].mean())
-        if goal.rotation_weight > 0:
+        if goal.rotation_weight > 0 or getattr(goal, "type", "REACH") == "AIM":
             goal.rotation_error = float(report.rotation_error[:, e].max())
     props.last_frames = len(report.frames)
     props.last_converged = report.converged
     props.last_iterations = int(report.iterations.max())
     props.last_time = report.total_time
     props.last_keys = report.keys
+    d = report.balance_distance
+    props.last_balance = -1.0 if d is None else float(d.max())

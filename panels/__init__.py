@@ -97,13 +97,18 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         layout.prop(goal, "target")
         if goal.target is not None and goal.target.type == "ARMATURE":
             layout.prop_search(goal, "target_bone", goal.target.data, "bones")
+        layout.prop(goal, "type")
+        if goal.type == "AIM":
+            layout.prop(goal, "aim_axis")
         layout.prop(goal, "chain_length")
         layout.prop(goal, "use_tail")
         layout.prop(goal, "position_weight")
-        layout.prop(goal, "rotation_weight")
+        if goal.type != "AIM":
+            layout.prop(goal, "rotation_weight")
         layout.prop(goal, "pole_target")
         if goal.pole_target is not None and goal.pole_target.type == "ARMATURE":
             layout.prop_search(goal, "pole_target_bone", goal.pole_target.data, "bones")
+        layout.prop(goal, "support")
 
 
 class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
@@ -127,6 +132,12 @@ class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
         layout.prop(props, "max_step")
         layout.prop(props, "rest_weight")
         layout.prop(props, "max_stretch")
+        layout.prop(props, "move_root")
+        if props.move_root:
+            layout.prop(props, "root_stiffness")
+        layout.prop(props, "balance")
+        if props.balance:
+            layout.prop(props, "balance_weight")
 
 
 class VIEW3D_PT_jacobian_ik_results(_IKPanel, bpy.types.Panel):
@@ -144,10 +155,17 @@ class VIEW3D_PT_jacobian_ik_results(_IKPanel, bpy.types.Panel):
         col.label(text=f"{props.last_frames} frame(s), {props.last_converged} converged")
         col.label(text=f"Iterations (most): {props.last_iterations}")
         col.label(text=f"Time: {props.last_time:.3f} s, keys: {props.last_keys}")
+        if props.last_balance >= 0:
+            col.label(text=f"Centre of mass off support (max): {props.last_balance:.3f}")
         col = layout.column(align=True)
         for goal in props.goals:
             if goal.enabled:
                 text = f"{goal.bone}: max {goal.error:.2e}, mean {goal.error_mean:.2e}"
+                if goal.type == "AIM":
+                    text = f"{goal.bone}: aim {math.degrees(goal.rotation_error):.2f}°"
+                    ok = goal.rotation_error < math.radians(0.5)
+                    col.label(text=text, icon="CHECKMARK" if ok else "ERROR")
+                    continue
                 if goal.rotation_weight > 0:
                     text += f", rotation {math.degrees(goal.rotation_error):.2f}°"
                 col.label(text=text, icon="CHECKMARK" if goal.error < 1e-3 else "ERROR")

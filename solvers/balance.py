@@ -32,7 +32,9 @@ class Balance:
 
     mass: (B,) each skeleton bone's mass (with what is rigidly attached to it), >= 0.
     center: (B, 3) or (F, B, 3) its mass point in the bone's frame (head = origin).
-    weight: the task's weight; 0 only measures (``SolveResult.balance_distance``).
+    weight: the task's weight in [0, 1]: 1 a full step, lower a softer one (its rows scaled by
+        sqrt(weight) in the damped step: the damping grows as 1/weight); 0 only measures
+        (``SolveResult.balance_distance``).
     fixed_mass, fixed_center: mass that no DOF moves, at a model-space point (3,) or (F, 3).
     up: the world's up axis; the task keeps the COM's horizontal position over the support.
     """
@@ -88,8 +90,12 @@ def prepare_balance(
     values = [mass, center, fixed, np.array([balance.weight, balance.fixed_mass], dtype=float)]
     if not all(np.all(np.isfinite(v)) for v in values):
         raise GoalError("balance masses, centres and weight must be finite")
-    if np.any(mass < 0) or balance.fixed_mass < 0 or balance.weight < 0:
-        raise GoalError("balance masses and weight must be >= 0")
+    if np.any(mass < 0) or balance.fixed_mass < 0:
+        raise GoalError("balance masses must be >= 0")
+    if not 0.0 <= balance.weight <= 1.0:
+        # the weight scales the task's rows: in the damped null-space step it divides the
+        # damping, so above 1 the step grows large near singular configurations
+        raise GoalError(f"balance weight must be in [0, 1], got {balance.weight}")
     total = float(mass.sum() + balance.fixed_mass)
     if total <= 0:
         raise GoalError("balance: the bones have no mass")

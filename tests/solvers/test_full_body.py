@@ -9,7 +9,18 @@ import math
 import numpy as np
 import pytest
 
-from solvers import AXIS_VECTORS, Balance, Effector, Goals, Joint, Pose, Settings, Skeleton, solve
+from solvers import (
+    AXIS_VECTORS,
+    Balance,
+    Effector,
+    GoalError,
+    Goals,
+    Joint,
+    Pose,
+    Settings,
+    Skeleton,
+    solve,
+)
 from solvers.aim import aim_rows
 from solvers.balance import center_of_mass, com_jacobian, prepare_balance
 from solvers.goals import prepare_goals
@@ -254,12 +265,18 @@ def test_balance_keeps_the_centre_of_mass_over_the_feet(rng):
     assert np.all(off.balance_distance > 0.02)  # reaching forward tips the body over
 
 
-def test_balance_needs_a_support_goal():
+def test_balance_needs_a_support_goal_and_a_weight_in_0_1():
     skel, lengths = humanoid()
     mass, center = masses(skel, lengths)
     goals = Goals(np.zeros((4, 3)), balance=Balance(mass, center))
-    with pytest.raises(Exception, match="support"):
+    with pytest.raises(GoalError, match="support"):
         prepare_goals(goals, 4)
+    goals = reach_goals(skel, np.zeros((1, 2, 3)), 1, balance=Balance(mass, center, weight=2.0))
+    with pytest.raises(GoalError, match="weight"):
+        solve(skel, goals)
+    goals = reach_goals(skel, np.zeros((1, 2, 3)), 1, balance=Balance(-mass, center))
+    with pytest.raises(GoalError, match="masses"):
+        solve(skel, goals)
 
 
 @pytest.mark.parametrize("axis", ["Z", "-X"])

@@ -1,0 +1,212 @@
+"""Full-body goals on the demo's humanoid (issue 16): hips that help (solve, bake, live),
+balance over the feet, a head aimed at a moving target."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from types import ModuleType
+from typing import Any
+
+import bpy
+import numpy as np
+import pytest
+from blender_helpers import add_goal, make_armature, make_empty, override, tip
+from mathutils import Vector
+
+from scripts.demo import BONES
+
+# hand targets in front of the body (it faces -Y), beyond the arms' reach from the shoulders
+# (0.63 long arms from (+-0.18, 0, 1.45)) but within reach of a leaning body; seeded
+SEED = 7
+
+
+def humanoid(move_root: bool = True, balance: bool = False) -> tuple[Any, dict[str, Any]]:
+    ob = make_armature("Body", BONES)
+    targets: dict[str, Any] = {}
+    for name in ("foot.L", "foot.R", "hand.L", "hand.R"):
+        targets[name] = make_empty(f"{name} target", tuple(tip(ob, name)))
+        # oriented as the bone at rest (a foot kept flat where it stands)
+        targets[name].rotation_euler = ob.pose.bones[name].matrix.to_euler()
+        kw: dict[str, Any] = {"support": True, "rotation_weight": 1.0} if "foot" in name else {}
+        add_goal(ob, name, targets[name], chain_length=3, **kw)
+    props = ob.jacobian_ik
+    props.move_root, props.balance = move_root, balance
+    props.max_iterations, props.tolerance = 200, 1e-4
+    return ob, targets
+
+
+def reach_forward(targets: dict[str, Any], frames: int = 1) -> None:
+    """Key the hand targets at seeded points out of the arms' reach, frames 1..frames."""
+    rng = np.random.default_rng(SEED)
+    for frame in range(1, frames + 1):
+        x, y, z = rng.uniform(0.15, 0.35), -rng.uniform(0.75, 0.9), rng.uniform(1.0, 1.3)
+        for name, s in (("hand.L", 1.0), ("hand.R", -1.0)):
+            targets[name].location = (s * x, y, z)
+            if frames > 1:
+                targets[name].keyframe_insert("location", frame=frame)
+    bpy.context.scene.frame_set(1)
+
+
+def errors(ob: Any, targets: dict[str, Any]) -> dict[str, float]:
+    bpy.context.view_layer.update()
+    return {
+        name: float((tip(ob, name) - t.matrix_world.translation).length)
+        for name, t in targets.items()
+    }
+
+
+def test_hips_help_the_hands_reach_with_the_feet_kept(clean: Any) -> None:
+    ob, targets = humanoid(move_root=False)
+    reach_forward(targets)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+    without = errors(ob, targets)
+    assert min(without["hand.L"], without["hand.R"]) > 0.05  # out of the arms' reach
+
+    ob.jacobian_ik.move_root = True
+    with override(ob):
+        assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+    err = errors(ob, targets)
+    assert max(err.values()) < 1e-3, err
+    hips = ob.pose.bones["hips"]
+    assert Vector(hips.location).length > 0.01  # the hips moved (and turned)
+    assert ob.pose.bones["root"].location.length == 0.0  # the control bone above did not
+
+
+def test_bake_keys_the_hips_location_and_rotation(clean: Any) -> None:
+    ob, targets = humanoid()
+    reach_forward(targets, frames=3)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=3) == {"FINISHED"}
+    action = ob.animation_data.action
+    paths = {fc.data_path for fc in _fcurves(ob, action)}
+    assert 'pose.bones["hips"].location' in paths
+    assert 'pose.bones["hips"].rotation_quaternion' in paths
+    for frame in (1, 2, 3):
+        bpy.context.scene.frame_set(frame)  # played back from the keys, no IK
+        err = errors(ob, targets)
+        assert max(err.values()) < 1e-3, (frame, err)
+
+
+def _fcurves(ob: Any, action: Any) -> list[Any]:
+    from bpy_extras import anim_utils
+
+    if hasattr(anim_utils, "action_get_channelbag_for_slot"):
+        bag = anim_utils.action_get_channelbag_for_slot(action, ob.animation_data.action_slot)
+        return list(bag.fcurves)
+    return list(action.fcurves)
+
+
+def test_live_moves_the_hips(clean: Any, addon: ModuleType) -> None:
+    ob, targets = humanoid()
+    reach_forward(targets)
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    addon.live.update_armature(ob, bpy.context.scene, force=True)
+    err = errors(ob, targets)
+    assert max(err.values()) < 1e-3, err
+    assert Vector(ob.pose.bones["hips"].location).length > 0.01
+    ob.jacobian_ik.use_live = False
+
+
+def test_balance_keeps_the_centre_of_mass_over_the_feet(clean: Any, addon: ModuleType) -> None:
+    ob, targets = humanoid()
+    reach_forward(targets, frames=4)
+    run = importlib.import_module("jacobian_ik.bridge.run").run
+    off = run(ob, bpy.context.scene, frames=range(1, 5))
+    ob.jacobian_ik.balance = True
+    on = run(ob, bpy.context.scene, frames=range(1, 5))
+    for report in (off, on):
+        assert report.position_error.max() < 1e-3
+        assert report.balance_distance is not None and len(report.balance_distance) == 4
+    ratio = off.balance_distance / np.maximum(on.balance_distance, 1e-12)
+    assert np.all(ratio >= 5.0), (off.balance_distance, on.balance_distance)
+    assert off.balance_distance.min() > 0.02
+    assert "balance" in on.summary() and ob.jacobian_ik.last_balance == pytest.approx(
+        on.balance_distance.max()
+    )
+    # the reported distance is the one of the keyed pose: measured here from the bones
+    bpy.context.scene.frame_set(2)
+    assert _com_distance(ob, targets) == pytest.approx(on.balance_distance[1], abs=1e-4)
+
+
+def _com_distance(ob: Any, targets: dict[str, Any]) -> float:
+    """Horizontal distance of the bones' length-weighted middles from the feet targets' midpoint
+    (the root is a control above the hips: no mass)."""
+    total, moment = 0.0, Vector()
+    for pb in ob.pose.bones:
+        if pb.name == "root":
+            continue
+        mid = ob.matrix_world @ ((pb.head + pb.tail) / 2)
+        total += pb.bone.length
+        moment += pb.bone.length * mid
+    com = moment / total
+    support = (targets["foot.L"].location + targets["foot.R"].location) / 2
+    return float(math.hypot(com.x - support.x, com.y - support.y))
+
+
+def test_jik_mass_overrides_the_bone_length(clean: Any, addon: ModuleType) -> None:
+    ob, _ = humanoid(balance=False)
+    run = importlib.import_module("jacobian_ik.bridge.run").run
+    before = run(ob, bpy.context.scene, frames=None, keyframe=False).balance_distance
+    ob.pose.bones["hand.L"]["jik_mass"] = 50.0  # a heavy left hand pulls the COM to +X
+    after = run(ob, bpy.context.scene, frames=None, keyframe=False).balance_distance
+    assert before is not None and after is not None
+    assert after[0] > before[0] + 0.1
+
+
+def test_balance_without_a_support_goal_is_refused(clean: Any) -> None:
+    ob, _ = humanoid()
+    for goal in ob.jacobian_ik.goals:
+        goal.support = False
+    ob.jacobian_ik.balance = True
+    with override(ob):
+        with pytest.raises(RuntimeError, match="Support"):
+            bpy.ops.jacobian_ik.solve()
+
+
+def head_axis(ob: Any) -> str:
+    """The head bone's local axis that faces forward (-Y) at rest."""
+    m = ob.pose.bones["head"].matrix.to_3x3()
+    best = max(
+        ((name, (m @ Vector(v)).dot(Vector((0, -1, 0)))) for name, v in _AXES.items()),
+        key=lambda item: item[1],
+    )
+    return best[0]
+
+
+_AXES = {
+    "X": (1, 0, 0),
+    "Y": (0, 1, 0),
+    "Z": (0, 0, 1),
+    "-X": (-1, 0, 0),
+    "-Y": (0, -1, 0),
+    "-Z": (0, 0, -1),
+}
+
+
+def test_a_head_aims_at_a_moving_target(clean: Any) -> None:
+    """Head and neck (chain 2) share the turn; every frame within 0.5 degrees."""
+    ob = make_armature("Body", BONES)
+    axis = head_axis(ob)
+    target = make_empty("Look at", (0.0, -1.5, 1.7))
+    add_goal(ob, "head", target, chain_length=2, type="AIM", aim_axis=axis, use_tail=False)
+    frames = 12
+    for frame in range(1, frames + 1):
+        t = 2 * math.pi * (frame - 1) / frames
+        target.location = (0.8 * math.sin(t), -1.5 + 0.5 * math.cos(2 * t), 1.7 + 0.4 * math.cos(t))
+        target.keyframe_insert("location", frame=frame)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
+    neck_turns = []
+    for frame in range(1, frames + 1):
+        bpy.context.scene.frame_set(frame)
+        pb = ob.pose.bones["head"]
+        aim = ob.matrix_world.to_3x3() @ (pb.matrix.to_3x3() @ Vector(_AXES[axis]))
+        to_target = target.matrix_world.translation - ob.matrix_world @ pb.head
+        assert math.degrees(aim.angle(to_target)) < 0.5, frame
+        neck_turns.append(ob.pose.bones["neck"].rotation_quaternion.angle)
+    assert max(neck_turns) > 0.05  # the neck shares the turn
+    goal = ob.jacobian_ik.goals[0]
+    assert math.degrees(goal.rotation_error) < 0.5
