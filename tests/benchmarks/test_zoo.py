@@ -1,0 +1,92 @@
+"""The rig zoo: its generator (numpy only) and a small zoo run end to end in a subprocess (bpy
+gets its own process), checked for its JSON schema and sanity, not for the targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.zoo_rigs import KINDS, geometry, targets, zoo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_seed_gives_the_same_zoo_and_another_seed_another() -> None:
+    a, b, c = zoo(5, 6), zoo(5, 6), zoo(6, 6)
+    assert [r.bones for r in a] == [r.bones for r in b]
+    assert [r.kind for r in a] == [*KINDS, KINDS[0]]
+    assert [r.bones for r in a] != [r.bones for r in c]
+    np.testing.assert_array_equal(
+        targets(a[0], geometry(a[0]), 50), targets(b[0], geometry(b[0]), 50)
+    )
+
+
+def test_the_zoo_covers_the_kinds_and_mixes_reachable_and_out_of_reach_frames() -> None:
+    rigs = zoo(11, 20)
+    humanoids = [r for r in rigs if r.kind == "humanoid"]
+    assert {len(r.goals) for r in humanoids} <= {4, 5, 6}
+    assert all(4 <= len(r.goals) for r in humanoids)
+    spiders = [r for r in rigs if r.kind == "spider"]
+    assert all(6 <= len(r.goals) <= 8 for r in spiders)
+    tentacles = [r for r in rigs if r.kind == "tentacle"]
+    assert all(20 <= len(r.bones) <= 40 for r in tentacles)
+    for r in rigs:
+        geo = geometry(r)
+        if r.kind != "humanoid":  # a humanoid's hands through the spine share it
+            assert geo.independent == (r.kind != "tree"), r.name
+        d = np.linalg.norm(targets(r, geo, 250) - geo.base[None], axis=2)
+        out_of_reach = np.mean(d > geo.reach)
+        assert 0.02 < out_of_reach < 0.5, (r.name, out_of_reach)
+    assert {r.params["through_spine"] for r in humanoids} == {True, False}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="bpy is not installed")
+def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.zoo",
+        "--seed",
+        "3",
+        "--count",
+        "4",
+        "--frames",
+        "4",
+        "--kinds",
+        "humanoid,spider,tentacle,tree",
+        "--json",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "small",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads((tmp_path / "small.json").read_text())
+    assert json.loads(proc.stdout) == out
+    assert (out["seed"], out["count"], out["frames"]) == (3, 4, 4)
+    assert "--seed 3" in out["command"]
+    assert [r["kind"] for r in out["rigs"].values()] == ["humanoid", "spider", "tentacle", "tree"]
+    for name, r in out["rigs"].items():
+        assert r["samples"] == 4 * len(r["goals"]) and 0 <= r["reachable_samples"] <= r["samples"]
+        assert set(r["methods"]) == {"blender", "ours"}
+        for label, m in r["methods"].items():
+            assert m["ok"], (name, label)
+            share = m["reachable_under_1e-3"]
+            assert share is None or 0.0 <= share <= 1.0
+            assert 0.0 <= m["rms"] <= m["max"] < 100.0
+            assert m["jumps_over_10deg"] >= 0 and m["bake_time_median"] > 0
+            assert m["keys"] > 0
+        assert set(r["targets"]) >= {"reachable >= Blender", "rms <= Blender", "jumps <= Blender"}
+        assert ("reachable >= 99.9 %" in r["targets"]) == r["independent"]
+        # a tentacle's single chain: ours reaches what it can
+        if r["kind"] == "tentacle" and r["reachable_samples"]:
+            assert r["methods"]["ours"]["reachable_under_1e-3"] == 1.0
+    table = (tmp_path / "small.md").read_text()
+    assert "python -m benchmarks.zoo --seed 3" in table and table.count("\n| 0") == 4

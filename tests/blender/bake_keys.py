@@ -1,0 +1,48 @@
+"""Run by test_determinism.py in a fresh Python with bpy: open a .blend, import its IK
+constraints, bake frames 1..F with the defaults and save every F-curve's keys to an .npz.
+
+Usage: python tests/blender/bake_keys.py FILE.blend FRAMES OUT.npz
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(blend: str, frames: int, out: str) -> None:
+    home = tempfile.mkdtemp(prefix="jacobian_ik_keys_home_")
+    os.environ["HOME"], os.environ["XDG_CONFIG_HOME"] = home, os.path.join(home, ".config")
+    import bpy
+    import numpy as np
+    from bpy_extras import anim_utils
+
+    sys.path.insert(0, str(ROOT))
+    from scripts.checkout import load_checkout
+
+    load_checkout()
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    ob = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    with bpy.context.temp_override(
+        object=ob, active_object=ob, selected_objects=[ob], selected_editable_objects=[ob]
+    ):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
+    ad = ob.animation_data
+    bag = anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)
+    arrays = {}
+    for fc in bag.fcurves:
+        n = len(fc.keyframe_points)
+        buf = np.empty(6 * n, dtype=np.float32)
+        for i, attr in enumerate(("co", "handle_left", "handle_right")):
+            fc.keyframe_points.foreach_get(attr, buf[2 * i * n : 2 * (i + 1) * n])
+        arrays[f"{fc.data_path}[{fc.array_index}]"] = buf
+    np.savez(out, **arrays)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
