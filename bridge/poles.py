@@ -223,4 +223,12 @@ class PoleReader:
             ),
             base=goals.base,
             secondary=np.arange(n_goal + n_pole) >= n_goal,
+            # full-body goals (bridge/full_body.py): the poles neither aim nor support
+            aim=None
+            if goals.aim is None
+            else np.concatenate([np.asarray(goals.aim, float), np.zeros((n_pole, 3))]),
+            support=None
+            if goals.support is None
+            else np.concatenate([np.asarray(goals.support, bool), np.zeros(n_pole, bool)]),
+            balance=goals.balance,
         )

@@ -297,6 +297,8 @@ class _Active:
     prev_r: Array
     prev2_r: Array
     prev_bal: Array
+    sec_on: NDArray[np.bool_]  # secondary goals and balance still act (off once they cost a goal)
+    best_met: NDArray[np.bool_]  # the best pose kept meets the goals
     rises: NDArray[np.intp]
     colw: Array  # DOF weights; 0 locks a DOF (stiffness, limits)
     dmax: Array  # Buss-Kim's D_max,i per effector
@@ -318,6 +320,8 @@ class _Active:
             "prev_r",
             "prev2_r",
             "prev_bal",
+            "sec_on",
+            "best_met",
             "rises",
             "colw",
             "dmax",
@@ -370,6 +374,8 @@ def _iterate(
         prev_r=np.full(frames, np.inf),
         prev2_r=np.full(frames, np.inf),
         prev_bal=np.full(frames, np.inf),
+        sec_on=np.ones(frames, dtype=bool),
+        best_met=np.zeros(frames, dtype=bool),
         rises=np.zeros(frames, dtype=np.intp),
         colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
@@ -401,10 +407,16 @@ def _iterate(
             assert bal is not None
             bal_err = balance_distance(kin, bal, a.goals.lin, a.goals.trans)
             settling = (
-                met & (bal_err > st.tolerance) & (bal_err < (1 - BALANCE_PROGRESS) * a.prev_bal)
+                met
+                & a.sec_on
+                & (bal_err > st.tolerance)
+                & (bal_err < (1 - BALANCE_PROGRESS) * a.prev_bal)
             )
-            a.prev_bal = bal_err
-            better |= met
+            a.prev_bal = np.where(met, bal_err, a.prev_bal)  # progress from met pose to met pose
+            # the latest pose that meets the goals is kept (its balance is the best so far);
+            # once one has, a pose that does not never replaces it
+            better = met | (better & ~a.best_met)
+            a.best_met |= met
         if np.any(better):
             idx = np.flatnonzero(better)
             a.best.put(idx, a.pose.take(idx))
@@ -431,6 +443,17 @@ def _iterate(
                     np.where(a.rises >= st.divergence_count, _DIVERGED, _RUNNING),
                 ),
             )
+        if problem.balance or problem.sec_rows.size:
+            # secondary goals (poles) and the balance never cost a goal: a frame that stops
+            # short of its goals with them on (they can fight: null-space steps are linear, a
+            # pole's swivel point is fixed while a free root moves) goes on without them, from
+            # where it is
+            retry = ((why == _STAGNATED) | (why == _DIVERGED)) & a.sec_on & ~met
+            if np.any(retry):
+                why[retry] = _RUNNING
+                a.sec_on[retry] = False
+                a.rises[retry] = 0
+                a.prev_r[retry] = np.inf
         if k == max_iter:
             why = np.where(why != _RUNNING, why, np.where(met, _CONVERGED, _MAX_ITERATIONS))
         stop = why != _RUNNING
@@ -442,6 +465,7 @@ def _iterate(
             a.keep(keep)
             kin = _take_kin(kin, keep)
             err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r[keep])
+            met = met[keep]
         a.prev2_r, a.prev_r = a.prev_r, err.residual
 
         # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
@@ -487,17 +511,19 @@ def _iterate(
             secondary = None
             j2s, e2s = [], []
             if problem.sec_rows.size:
-                j2s.append(jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows])
-                j2s[-1] = j2s[-1] * problem.sec_sqrt_w[None, :, None]
-                e2s.append(e6.reshape(f_act, -1)[:, problem.sec_rows] * problem.sec_sqrt_w)
+                w_s = problem.sec_sqrt_w[None, :] * a.sec_on[:, None]
+                j2s.append(jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows] * w_s[..., None])
+                e2s.append(e6.reshape(f_act, -1)[:, problem.sec_rows] * w_s)
             if problem.balance:
                 # the centre of mass over the support point (solvers/balance.py)
                 bal = a.goals.balance
                 assert bal is not None
                 e_b, j_b = balance_rows(skel, kin, bal, a.goals.lin, a.goals.trans)
-                w_b = math.sqrt(bal.weight)
-                j2s.append(j_b * w_b)
-                e2s.append(e_b * w_b)
+                # only from poses that meet the goals: a step that loses them is followed by
+                # one without the balance, so the two never settle into a compromise
+                w_b = math.sqrt(bal.weight) * (a.sec_on & met)
+                j2s.append(j_b * w_b[:, None, None])
+                e2s.append(e_b * w_b[:, None])
             if j2s:
                 j2 = np.concatenate(j2s, axis=1) * a.colw[:, None, :]
                 secondary = (j2, np.concatenate(e2s, axis=1))
