@@ -228,3 +228,64 @@ def test_poles_and_balance_never_cost_a_goal(clean: Any) -> None:
     on = run(ob, bpy.context.scene, frames=range(1, 4))
     assert off.position_error.max() < 1e-3 and off.converged == 3
     assert on.position_error.max() < 1e-3 and on.converged == 3
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_zoo_humanoids_reach_balance_and_look(clean: Any, seed: int) -> None:
+    """Seeded zoo humanoids (benchmarks/zoo_rigs.py: random proportions, no control bone above
+    the hips): hands beyond the arms' reach in front, feet pinned; with move_root every goal is
+    met, balance brings the centre of mass at least 5x closer, and the head looks at a point."""
+    from benchmarks.zoo_rigs import humanoid as zoo_humanoid
+
+    rig = zoo_humanoid(np.random.default_rng(seed), f"zoo{seed}", seed)
+    ob = make_armature(rig.name, rig.bones)
+    h = float(rig.params["height"])
+    for name in ("foot.L", "foot.R"):
+        target = make_empty(f"{name} target", tuple(tip(ob, name)))
+        target.rotation_euler = ob.pose.bones[name].matrix.to_euler()
+        add_goal(ob, name, target, chain_length=3, rotation_weight=1.0, support=True)
+    for name, s in (("hand.L", 1.0), ("hand.R", -1.0)):
+        shoulder = ob.pose.bones[f"upper_arm{name[4:]}"].head
+        reach = sum(
+            ob.data.bones[f"{b}{name[4:]}"].length for b in ("upper_arm", "forearm", "hand")
+        )
+        location = shoulder + Vector((0.05 * s, -1.15 * reach, -0.15 * h))
+        add_goal(ob, name, make_empty(f"{name} target", tuple(location)), chain_length=3)
+    look = make_empty("look", (0.3 * h, -h, 1.1 * h))
+    add_goal(ob, "head", look, chain_length=2, type="AIM", aim_axis=head_axis(ob), use_tail=False)
+    props = ob.jacobian_ik
+    props.max_iterations, props.tolerance, props.move_root = 200, 1e-4, True
+    run = importlib.import_module("jacobian_ik.bridge.run").run
+    off = run(ob, bpy.context.scene, keyframe=False)
+    for pb in ob.pose.bones:
+        pb.location, pb.rotation_quaternion = (0, 0, 0), (1, 0, 0, 0)
+    props.balance = True
+    on = run(ob, bpy.context.scene, keyframe=False)
+    for report in (off, on):
+        assert report.position_error[0, :4].max() < 1e-3, report.position_error
+        assert math.degrees(report.rotation_error[0, 4]) < 0.5
+    assert off.balance_distance is not None and on.balance_distance is not None
+    assert off.balance_distance[0] >= 5 * on.balance_distance[0], (
+        off.balance_distance,
+        on.balance_distance,
+    )
+
+
+def test_the_full_body_script_reports_what_the_readme_shows(
+    clean: Any, capsys: Any, monkeypatch: Any
+) -> None:
+    """scripts/full_body.py (the README's picture): hips fixed miss the hands, move_root meets
+    them, balance puts the centre of mass over the feet; the head aims within 0.5 degrees."""
+    import json
+
+    from scripts import full_body
+
+    monkeypatch.setattr("sys.argv", ["full_body.py"])
+    assert full_body.main() == 0
+    report = json.loads(capsys.readouterr().out)
+    fixed, free, balanced = report["hips fixed"], report["move_root"], report["+ balance"]
+    assert fixed["goals"]["hand.L"]["error"] > 0.1
+    for case in (free, balanced):
+        assert max(g.get("error", 0.0) for g in case["goals"].values()) < 1e-3
+        assert case["goals"]["head"]["aim_deg"] < 0.5
+    assert balanced["com_from_support"] * 5 < free["com_from_support"]
