@@ -289,3 +289,27 @@ def test_the_full_body_script_reports_what_the_readme_shows(
         assert max(g.get("error", 0.0) for g in case["goals"].values()) < 1e-3
         assert case["goals"]["head"]["aim_deg"] < 0.5
     assert balanced["com_from_support"] * 5 < free["com_from_support"]
+
+
+def test_lean_bake_keeps_the_hips_keys_it_needs(clean: Any) -> None:
+    """A lean bake (reduce_keys) measures the hips' location keys with the rotations: played
+    back, every goal stays within the position tolerance."""
+    ob, targets = humanoid()
+    reach_forward(targets, frames=6)
+    run = importlib.import_module("jacobian_ik.bridge.run").run
+    report = run(ob, bpy.context.scene, frames=range(1, 7), reduce_keys=True)
+    assert report.keys < report.full_keys
+    for frame in range(1, 7):
+        bpy.context.scene.frame_set(frame)
+        err = errors(ob, targets)
+        assert max(err.values()) < 2e-3, (frame, err)  # solve 1e-4 + lean tolerance 1e-3
+
+
+def test_live_says_a_goal_met_by_the_hips_is_in_reach(clean: Any, addon: ModuleType) -> None:
+    ob, targets = humanoid()
+    reach_forward(targets)
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    addon.live.update_armature(ob, bpy.context.scene, force=True)
+    assert all(g.reachable for g in ob.jacobian_ik.goals)  # beyond the arms, not the body
+    ob.jacobian_ik.use_live = False

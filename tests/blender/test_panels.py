@@ -57,3 +57,30 @@ def test_panels_draw(clean: Any) -> None:
 
     results = draw(panels.VIEW3D_PT_jacobian_ik_results, ob)
     assert ("label",) in [(n,) for n, _ in results]
+
+
+def test_full_body_settings_are_drawn(clean: Any) -> None:
+    from jacobian_ik import panels
+
+    ob = make_armature("Arm", chain_bones(2))
+    goal = add_goal(ob, "b1", make_empty("T", (1.0, 1.0, 0.0)))
+    props = drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_goal, ob))
+    assert {"type", "support", "rotation_weight"} <= set(props) and "aim_axis" not in props
+    goal.type = "AIM"
+    props = drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_goal, ob))
+    assert "aim_axis" in props and "rotation_weight" not in props
+    props = drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_solver, ob))
+    assert {"move_root", "balance"} <= set(props)
+    assert "root_stiffness" not in props and "balance_weight" not in props
+    ob.jacobian_ik.move_root = ob.jacobian_ik.balance = True
+    props = drawn_props(draw(panels.VIEW3D_PT_jacobian_ik_solver, ob))
+    assert {"root_stiffness", "balance_weight"} <= set(props)
+    goal.rotation_error = 0.001  # an aim goal's line shows its angle
+
+    def labels() -> int:
+        return sum(name == "label" for name, _ in draw(panels.VIEW3D_PT_jacobian_ik_results, ob))
+
+    ob.jacobian_ik.last_frames, ob.jacobian_ik.last_balance = 1, -1.0  # not measured
+    without = labels()
+    ob.jacobian_ik.last_balance = 0.25
+    assert labels() == without + 1  # the centre of mass's distance
