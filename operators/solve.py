@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import bpy
+import numpy as np
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 
 from ..bridge import Cancelled, RigError, RunReport, run, run_steps
@@ -24,8 +26,20 @@ def _report_run(op: Any, report: RunReport) -> None:
         {"INFO"},
         f"Solved {len(report.frames)} frame(s) in {report.total_time:.3f} s: largest error "
         f"{worst:.2e}, {report.converged} converged, {report.keys} keys"
-        + (f" (full bake: {report.full_keys})" if report.keys != report.full_keys else ""),
+        + (f" (full bake: {report.full_keys})" if report.keys != report.full_keys else "")
+        + _full_body_text(report),
     )
+
+
+def _full_body_text(report: RunReport) -> str:
+    """The aim goals' largest angle and the centre of mass's largest distance from support."""
+    text = ""
+    if report.aim is not None and np.any(report.aim):
+        angle = math.degrees(float(report.rotation_error[:, report.aim].max()))
+        text += f", aim within {angle:.2f}°"
+    if report.balance_distance is not None:
+        text += f", centre of mass off support {float(report.balance_distance.max()):.3f}"
+    return text
 
 
 class JACOBIAN_IK_OT_solve(bpy.types.Operator):

@@ -313,3 +313,35 @@ def test_live_says_a_goal_met_by_the_hips_is_in_reach(clean: Any, addon: ModuleT
     addon.live.update_armature(ob, bpy.context.scene, force=True)
     assert all(g.reachable for g in ob.jacobian_ik.goals)  # beyond the arms, not the body
     ob.jacobian_ik.use_live = False
+
+
+def test_the_operator_reports_aim_and_balance(clean: Any, capsys: Any) -> None:
+    ob, targets = humanoid(balance=True)
+    reach_forward(targets)
+    look = make_empty("look", (0.3, -1.5, 1.8))
+    add_goal(ob, "head", look, chain_length=2, type="AIM", aim_axis=head_axis(ob), use_tail=False)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "aim within 0.00°" in text and "centre of mass off support 0.0" in text, text
+
+
+def test_root_stiffness_makes_the_hips_reluctant(clean: Any) -> None:
+    """With hand targets the arms can nearly reach, a stiffer root moves less (the chains do
+    more); stiffness 1 keeps it still. (Beyond the arms' reach the root must move anyway.)"""
+    moved = []
+    for stiffness in (0.0, 0.8, 1.0):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        ob, targets = humanoid()
+        reach_forward(targets)
+        for name in ("hand.L", "hand.R"):
+            targets[name].location.y *= 0.75
+        ob.jacobian_ik.root_stiffness = stiffness
+        with override(ob):
+            assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+        hips = ob.pose.bones["hips"]
+        moved.append(Vector(hips.location).length + hips.rotation_quaternion.angle)
+        if stiffness < 1.0:
+            assert max(errors(ob, targets).values()) < 1e-3
+    assert moved[0] > moved[1] > 0.0 and moved[2] == 0.0, moved
