@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import AXIS_VECTORS, Balance
+from ..solvers import AXIS_VECTORS, Balance, Joint
 from .write import Channel
 
 Array = NDArray[np.float64]
@@ -48,6 +48,17 @@ def find_root(
     while parent_of[root] >= 0 and (root in free or connected[root]):
         root = parent_of[root]
     return root
+
+
+def root_joint(pbone: Any, stiffness: float) -> Joint:
+    """The freed root's joint: ``Joint.free`` without the axes the pose bone locks
+    (``lock_location``, ``lock_rotation``: e.g. hips that may not rise), all with ``stiffness``
+    (at most 0.99)."""
+    rot = "".join(a for i, a in enumerate("XYZ") if not pbone.lock_rotation[i])
+    loc = "".join(a for i, a in enumerate("XYZ") if not pbone.lock_location[i])
+    s = min(max(float(stiffness), 0.0), 0.99)
+    keys = [f"rot_{a.lower()}" for a in rot] + [f"loc_{a.lower()}" for a in loc]
+    return Joint(rot, location_axes=loc, stiffness={k: s for k in keys} if s > 0 else {})
 
 
 @dataclass

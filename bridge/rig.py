@@ -224,7 +224,7 @@ def build_model(ob: Any) -> RigModel:
         pb = pbones[int(pose_index[i])]
         joint = _joint(pb) if b in free else Joint(rotation_axes="")
         if b == root:
-            joint = Joint.free(min(float(props.root_stiffness), 0.99))
+            joint = full_body.root_joint(pb, props.root_stiffness)
         if joint.rotation_axes:
             free_list.append(i)
         if b in free and pb.ik_stretch > 0.0:

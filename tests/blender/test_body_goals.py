@@ -345,3 +345,19 @@ def test_root_stiffness_makes_the_hips_reluctant(clean: Any) -> None:
         if stiffness < 1.0:
             assert max(errors(ob, targets).values()) < 1e-3
     assert moved[0] > moved[1] > 0.0 and moved[2] == 0.0, moved
+
+
+def test_the_root_keeps_its_locked_axes(clean: Any) -> None:
+    """lock_location / lock_rotation on the root bone hold those axes (hips that may not rise:
+    the hips bone points up, so its local Y is the world's up)."""
+    ob, targets = humanoid()
+    reach_forward(targets)
+    hips = ob.pose.bones["hips"]
+    hips.lock_location[1] = True
+    hips.lock_rotation[1] = True  # no twist about the spine
+    with override(ob):
+        assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+    assert max(errors(ob, targets).values()) < 1e-3
+    assert hips.location[1] == 0.0 and Vector(hips.location).length > 0.01
+    twist = hips.rotation_quaternion.to_swing_twist("Y")[1]
+    assert abs(twist) < 1e-6 and hips.rotation_quaternion.angle > 0.01
