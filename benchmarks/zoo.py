@@ -24,8 +24,11 @@ Reachable samples: a goal's target is counted reachable at a frame when its dist
 bones with it; nothing above is animated, so the base does not move) satisfies
 ``inner + margin <= d <= reach - margin``, with reach the length along the joints from the base
 to the tip, inner = max(0, 2 x longest segment - reach) and margin = ``--margin`` (default 2 %)
-of the reach. For independent chains this is exactly "the chain can touch it"; where chains
-share bones (trees) it is necessary, not sufficient: two goals of one tree can pull apart.
+of the reach. For a goal alone in its IK tree with position only this is exactly "the chain
+can touch it", and the 99.9 % target applies to those goals' samples; where chains share bones
+(trees) or a goal also asks for an orientation it is necessary, not sufficient (two goals of one
+tree can pull apart). The unreachable excess is the error minus the single-chain bound
+max(0, d - reach, inner - d) (a lower bound of the best in trees).
 """
 
 from __future__ import annotations
@@ -111,20 +114,31 @@ def measure(rig: ZooRig, frames: int, repeats: int, margin: float, catcher: Any)
             bakes[label].append(bake)
             if r == 0:
                 plays[label] = vb.playback(ob, spec, empties, frames)
+    # goals alone in their IK tree with a position-only goal: there "reachable" is exact
+    alone = np.array(
+        [geo.tree.count(geo.tree[e]) == 1 and not g.orient for e, g in enumerate(rig.goals)]
+    )
+    single = reachable & alone[None]
+    best = np.maximum(0.0, np.maximum(d - geo.reach, geo.inner - d))  # a lower bound in trees
     methods = {}
     for label, runs in bakes.items():
         pb = plays[label]
         err = pb.error
         methods[label] = {
             "ok": all(b.ok for b in runs),
-            "reachable_under_1e-3": float(np.mean(err[reachable] < THRESHOLD))
-            if reachable.any()
-            else None,
+            "reachable_under_1e-3": _share(err, reachable),
+            "single_reachable_under_1e-3": _share(err, single),
             "rms": float(np.sqrt(np.mean(err**2))),
             "reachable_rms": float(np.sqrt(np.mean(err[reachable] ** 2)))
             if reachable.any()
             else None,
+            "unreachable_excess_mean": float(np.mean((err - best)[~reachable]))
+            if (~reachable).any()
+            else None,
             "max": float(err.max()),
+            "per_goal_reachable_under_1e-3": [
+                _share(err[:, e], reachable[:, e]) for e in range(len(rig.goals))
+            ],
             "jumps_over_10deg": pb.jumps,
             "max_jump_deg": pb.max_jump_deg,
             "jumps_by_bone": pb.jumps_by_bone,
@@ -139,18 +153,34 @@ def measure(rig: ZooRig, frames: int, repeats: int, margin: float, catcher: Any)
         "description": rig.description,
         "params": rig.params,
         "bones": len(rig.bones),
-        "goals": [{"bone": g.bone, "chain": g.chain, "orient_weight": g.orient} for g in rig.goals],
+        "goals": [
+            {
+                "bone": g.bone,
+                "chain": g.chain,
+                "orient_weight": g.orient,
+                "tree": geo.tree[e],
+                "reach": float(geo.reach[e]),
+                "reachable_samples": int(reachable[:, e].sum()),
+            }
+            for e, g in enumerate(rig.goals)
+        ],
         "chain_bones": len({b for c in geo.chains for b in c}),
         "independent": geo.independent,
         "samples": int(reachable.size),
         "reachable_samples": int(reachable.sum()),
+        "single_reachable_samples": int(single.sum()),
         "methods": methods,
-        "targets": check(geo.independent, methods),
+        "targets": check(methods),
     }
 
 
-def check(independent: bool, m: dict[str, Any]) -> dict[str, bool]:
-    """The issue's targets for one rig: ours against Blender's."""
+def _share(err: np.ndarray, mask: np.ndarray) -> float | None:
+    return float(np.mean(err[mask] < THRESHOLD)) if mask.any() else None
+
+
+def check(m: dict[str, Any]) -> dict[str, bool]:
+    """The issue's targets for one rig, ours against Blender's. The 99.9 % applies to the goals
+    alone in their tree with a position-only goal (where "reachable" is exact), when any."""
     o, b = m[OURS], m[BLENDER]
     share_o, share_b = o["reachable_under_1e-3"], b["reachable_under_1e-3"]
     out = {
@@ -158,8 +188,8 @@ def check(independent: bool, m: dict[str, Any]) -> dict[str, bool]:
         "rms <= Blender": o["rms"] <= b["rms"] + RMS_SLACK,
         "jumps <= Blender": o["jumps_over_10deg"] <= b["jumps_over_10deg"],
     }
-    if independent:
-        out["reachable >= 99.9 %"] = share_o is None or share_o >= 0.999
+    if o["single_reachable_under_1e-3"] is not None:
+        out["reachable >= 99.9 %"] = o["single_reachable_under_1e-3"] >= 0.999
     return out
 
 
@@ -230,19 +260,23 @@ def markdown(out: dict[str, Any], command: str) -> str:
         f"({os.cpu_count()} cores, shared). Playback with the IK constraints removed. Each cell: "
         "ours / Blender's (Standard IK + Bake Action).",
         "",
-        "| rig | bones (chain) | goals | independent | reachable samples | reachable < 1e-3 "
-        "| rms error | jumps > 10° | bake s | keys | targets not met |",
+        "| rig | bones (chain) | goals | reachable samples | reachable < 1e-3 | of them, "
+        "independent position goals | rms error | jumps > 10° | bake s | keys | targets not met |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in out["rigs"].items():
         o, b = r["methods"][OURS], r["methods"][BLENDER]
         orient = sum(1 for g in r["goals"] if g["orient_weight"])
+        trees = [g["tree"] for g in r["goals"]]
+        alone = sum(trees.count(t) == 1 for t in trees)
         missed = [t for t, ok in r["targets"].items() if not ok]
         lines.append(
             f"| {name}: {r['description']} | {r['bones']} ({r['chain_bones']}) | "
-            f"{len(r['goals'])}{f' ({orient} orient.)' if orient else ''} | "
-            f"{'yes' if r['independent'] else 'no'} | {r['reachable_samples']} of {r['samples']} | "
+            f"{len(r['goals'])} ({alone} independent{f', {orient} orient.' if orient else ''}) | "
+            f"{r['reachable_samples']} of {r['samples']} | "
             f"{_pct(o['reachable_under_1e-3'])} / {_pct(b['reachable_under_1e-3'])} | "
+            f"{_pct(o['single_reachable_under_1e-3'])} / "
+            f"{_pct(b['single_reachable_under_1e-3'])} ({r['single_reachable_samples']}) | "
             f"{o['rms']:.3g} / {b['rms']:.3g} | {o['jumps_over_10deg']} / "
             f"{b['jumps_over_10deg']} | {o['bake_time_median']:.2f} / "
             f"{b['bake_time_median']:.2f} | {o['keys']} / {b['keys']} | "
@@ -254,11 +288,12 @@ def markdown(out: dict[str, Any], command: str) -> str:
         "",
         f"All targets met on {s['all_targets_met']} of {s['rigs']} rigs; per target: "
         + ", ".join(f"{t}: {n} of {m}" for t, (n, m) in s["by_target"].items())
-        + " (99.9 % applies to the rigs with independent chains only).",
+        + " (99.9 % applies to the goals alone in their IK tree with position only).",
         "",
         f"Reachable: the target's distance d from the fixed base of the goal's IK tree lies in "
         f"[inner + m, reach - m], m = {100 * out['margin']:g} % of the reach (see "
-        "`benchmarks/zoo.py`); necessary but not sufficient where chains share bones. rms: over "
+        "`benchmarks/zoo.py`); necessary but not sufficient where chains share bones or a goal "
+        "also asks for an orientation; exact for the independent position goals. rms: over "
         f"all samples, reachable or not (no worse: within {RMS_SLACK:g}). Keys: F-curve keys "
         "written by the bake.",
     ]
