@@ -88,13 +88,16 @@ def _unpark_drivers(ob: Any, parked: list[list[Any]]) -> None:
             fc.data_path, fc.mute = path, mute
 
 
-def restore(ob: Any, store: Any) -> Any:
+def restore(ob: Any, store: Any, stashed_before: int = 0) -> Any:
     """Put the constraint kept in ``store`` back on its bone of ``ob`` at its place in the
     stack, with its name and settings; ``store`` is emptied. Returns the constraint.
 
-    Raises KeyError when the bone is gone."""
+    ``stashed_before``: how many constraints of the same bone that were above it in the stack
+    are still stashed. Raises KeyError when the bone is gone."""
     pbone = ob.pose.bones[store.bone]
     settings = json.loads(store.settings)
+    # a new constraint becomes the bone's active one: keep the active one as it was
+    active = next((c for c in pbone.constraints if c.active), None)
     con = pbone.constraints.new(settings.get("type", "IK"))
     con.name = store.name
     for key in POINTERS:
@@ -109,13 +112,24 @@ def restore(ob: Any, store: Any) -> Any:
             prop = con.bl_rna.properties[key]
             value = set(value) if prop.type == "ENUM" else value
         setattr(con, key, value)
+    if not settings.get("active") and active is not None:
+        active.active = True
     count = len(pbone.constraints)
-    pbone.constraints.move(count - 1, max(0, min(store.index, count - 1)))
+    pbone.constraints.move(count - 1, max(0, min(store.index - stashed_before, count - 1)))
     _unpark_drivers(ob, json.loads(store.drivers or "[]"))
     store.stored = False
     store.target = store.pole_target = None
     store.settings = store.drivers = ""
     return con
+
+
+def stashed_before(goals: Any, store: Any) -> int:
+    """How many of ``goals`` hold a stashed constraint of ``store``'s bone above ``store``'s."""
+    return sum(
+        1
+        for g in goals
+        if g.stash.stored and g.stash.bone == store.bone and g.stash.index < store.index
+    )
 
 
 def _object(name: str) -> Any:

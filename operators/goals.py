@@ -70,7 +70,8 @@ class JACOBIAN_IK_OT_add_goal(bpy.types.Operator):
 
 
 class JACOBIAN_IK_OT_remove_goal(bpy.types.Operator):
-    """Remove the active goal (its target object stays)"""
+    """Remove the active goal (its target object stays; an IK constraint stashed on it goes back
+    on its bone)"""
 
     bl_idname = "jacobian_ik.remove_goal"
     bl_label = "Remove IK Goal"
@@ -93,6 +94,18 @@ class JACOBIAN_IK_OT_remove_goal(bpy.types.Operator):
         if not 0 <= index < len(props.goals):
             self.report({"ERROR"}, f"No goal {index}; the armature has {len(props.goals)}")
             return {"CANCELLED"}
+        store = props.goals[index].stash
+        if store.stored:  # nothing is lost: the IK constraint it came from goes back
+            ob = context.object
+            if store.bone not in ob.pose.bones:
+                self.report(
+                    {"ERROR"},
+                    f"The goal holds the IK constraint {store.name!r} of bone {store.bone!r}, "
+                    "which is gone: restore or keep the goal",
+                )
+                return {"CANCELLED"}
+            con = stash.restore(ob, store, stash.stashed_before(props.goals, store))
+            self.report({"INFO"}, f"Put IK constraint {con.name!r} back on {store.bone!r}")
         props.goals.remove(index)
         props.active_goal_index = max(0, min(props.active_goal_index, len(props.goals) - 1))
         return {"FINISHED"}

@@ -112,3 +112,33 @@ def test_import_and_restore_are_one_undo_step_each(addon: Any) -> None:
     goals = addon.operators.goals
     for op in (goals.JACOBIAN_IK_OT_import_constraints, goals.JACOBIAN_IK_OT_restore_constraints):
         assert {"REGISTER", "UNDO"} <= op.bl_options
+
+
+def test_removing_a_goal_puts_its_constraint_back(clean: Any) -> None:
+    ob, _ = rig()
+    before = stack(ob.pose.bones["b3"])
+    with override(ob):
+        bpy.ops.jacobian_ik.import_constraints()
+        assert bpy.ops.jacobian_ik.remove_goal(index=1) == {"FINISHED"}
+        assert [c.type for c in ob.pose.bones["b3"].constraints] == [
+            "COPY_LOCATION",
+            "LIMIT_ROTATION",
+            "IK",
+        ]
+        assert bpy.ops.jacobian_ik.remove_goal(index=0) == {"FINISHED"}
+    assert stack(ob.pose.bones["b3"]) == before
+
+
+def test_removing_the_lower_of_two_stashed_goals_first_keeps_the_order(clean: Any) -> None:
+    ob = make_armature("Arm", chain_bones(3))
+    target = make_empty("T", (1.0, 2.0, 0.5))
+    pb = ob.pose.bones["b2"]
+    for name in ("first", "second"):
+        con = pb.constraints.new("IK")
+        con.name, con.target = name, target
+    pb.constraints.new("COPY_LOCATION")
+    with override(ob):
+        bpy.ops.jacobian_ik.import_constraints()
+        bpy.ops.jacobian_ik.remove_goal(index=1)  # "second" back while "first" is stashed
+        bpy.ops.jacobian_ik.remove_goal(index=0)
+    assert [c.name for c in pb.constraints] == ["first", "second", "Copy Location"]
