@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from solvers import exp_so3
+
 Vec = tuple[float, float, float]
 Bone = tuple[str, Vec, Vec, str | None, bool]
 KINDS = ("humanoid", "quadruped", "spider", "tentacle", "tree")
@@ -352,16 +354,8 @@ def targets(rig: ZooRig, geo: ChainGeometry, frames: int) -> np.ndarray:
 
 
 def rotation_offsets(rig: ZooRig, frames: int) -> np.ndarray:
-    """(F, E, 3, 3) smooth rotations within about 35 degrees of identity (Rodrigues)."""
+    """(F, E, 3, 3) smooth rotations within about 35 degrees of identity."""
     rng = np.random.default_rng(rig.seed + 2)
     t = np.arange(frames) / max(frames, 2)
-    out = np.empty((frames, len(rig.goals), 3, 3))
-    for e in range(len(rig.goals)):
-        v = _wobble(rng, t, 0.35)
-        theta = np.linalg.norm(v, axis=1)[:, None, None]
-        k = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-        kx = np.zeros((frames, 3, 3))
-        kx[:, 0, 1], kx[:, 0, 2], kx[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
-        kx -= np.swapaxes(kx, 1, 2)
-        out[:, e] = np.eye(3) + np.sin(theta) * kx + (1 - np.cos(theta)) * (kx @ kx)
-    return out
+    v = np.stack([_wobble(rng, t, 0.35) for _ in rig.goals], axis=1)  # (F, E, 3)
+    return np.asarray(exp_so3(v))
