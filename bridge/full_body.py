@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import AXIS_VECTORS, Balance, Joint
+from ..solvers import AXIS_VECTORS, Balance, Goals, Joint, Pose, SolveResult
 from .write import Channel
 
 Array = NDArray[np.float64]
@@ -151,3 +152,32 @@ def root_channels(ob: Any, name: str, locations: Array) -> list[Channel]:
     """The root's location channel (F, 3) (its rotation is written with the chains')."""
     del ob
     return [Channel(name, "location", np.asarray(locations, dtype=np.float64))]
+
+
+def poles_follow_root(
+    model: Any,
+    reader: Any,
+    goals: Any,
+    start: Pose,
+    result: SolveResult,
+    solve_again: Callable[[Goals, Pose], SolveResult],
+) -> SolveResult:
+    """With ``move_root`` and poles (Converge mode): a second solve whose poles' swivel points
+    are computed from the hips where the first solve put them (a pole's swivel point is fixed
+    during a solve; computed from the start hips it would pull the root back). The chains with
+    a pole start again from rest, the root from its solved pose."""
+    if model.root < 0 or not reader.poles:
+        return result
+    upper = [model.names.index(p.upper) for p in reader.poles]
+    for _ in range(PASSES):
+        kin = model.skeleton.forward_kinematics(result.pose)
+        reader.follow(kin.head[:, upper])
+        pose = start.copy()
+        pose.rotations[:, model.root] = result.pose.rotations[:, model.root]
+        pose.locations[:, model.root] = result.pose.locations[:, model.root]
+        reader.reset_start(pose, model.free)
+        result = solve_again(reader.goals(goals, start.frames), pose)
+    return result
+
+
+PASSES = 1

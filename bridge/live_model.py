@@ -411,6 +411,15 @@ class LiveModel:
             reader.reset_start(data.pose, model.free)
         t1 = time.perf_counter()
         result = solve(model.skeleton, goals, self.settings, pose=data.pose)
+        if self.settings.mode == "converge":  # move_root with poles: a second pass
+            result = full_body.poles_follow_root(
+                model,
+                reader,
+                data.goals,
+                data.pose,
+                result,
+                lambda g, p: solve(model.skeleton, g, self.settings, pose=p),
+            )
         t2 = time.perf_counter()
         rotations = result.pose.rotations[0, model.free]
         self.write(ob, rotations)

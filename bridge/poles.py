@@ -167,6 +167,8 @@ class PoleReader:
     def __init__(self, ob: Any, poles: list[Pole]) -> None:
         self.ob, self.poles = ob, poles
         self.positions: list[Array] = []
+        # per read: the armature's world matrix, poles and targets in model space (``follow``)
+        self.inputs: list[tuple[Array, Array, Array]] = []
 
     def wrap(self, evaluate: Callable[[int], None]) -> Callable[[int], None]:
         def evaluate_and_read(frame: int) -> None:
@@ -174,6 +176,7 @@ class PoleReader:
             world = np.array(self.ob.matrix_world, dtype=float)
             inv = np.linalg.inv(world)
             out = np.empty((len(self.poles), 3))
+            poles_model, targets_model = np.empty_like(out), np.empty_like(out)
             for i, p in enumerate(self.poles):
                 pole = pole_position(p.target, p.target_bone)
                 goal = p.goal
@@ -183,11 +186,24 @@ class PoleReader:
                 else:
                     target = np.array(goal.target.matrix_world.translation, dtype=float)
                 hip = np.array(self.ob.pose.bones[p.upper].head, dtype=float)
-                knee = swivel_point(hip, _apply(inv, target), _apply(inv, pole), p.a, p.b)
+                poles_model[i], targets_model[i] = _apply(inv, pole), _apply(inv, target)
+                knee = swivel_point(hip, targets_model[i], poles_model[i], p.a, p.b)
                 out[i] = _apply(world, knee)
             self.positions.append(out)
+            self.inputs.append((world, poles_model, targets_model))
 
         return evaluate_and_read if self.poles else evaluate
+
+    def follow(self, hips: Array) -> None:
+        """Recompute the swivel points of the last F reads with the hips (the heads of the
+        ``upper`` bones) at ``hips`` (F, P, 3, model space): a root freed by ``move_root``
+        carried them away from where the frame started (bridge/full_body.py)."""
+        first = len(self.positions) - len(hips)
+        for k in range(len(hips)):
+            world, poles_model, targets_model = self.inputs[first + k]
+            for i, p in enumerate(self.poles):
+                knee = swivel_point(hips[k, i], targets_model[i], poles_model[i], p.a, p.b)
+                self.positions[first + k][i] = _apply(world, knee)
 
     def reset_start(self, pose: Pose, free: list[int]) -> None:
         """Start the free bones of the chains with a pole from their rest rotations (in place)."""

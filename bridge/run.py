@@ -242,6 +242,15 @@ def run_steps(
             t1 = time.perf_counter()
             try:
                 result = solve(model.skeleton, goals, settings, pose=data.pose, resume=resume)
+                if settings.mode == "converge":  # move_root with poles: a second pass
+                    result = full_body.poles_follow_root(
+                        model,
+                        pole_reader,
+                        data.goals,
+                        data.pose,
+                        result,
+                        lambda g, p: solve(model.skeleton, g, settings, pose=p),
+                    )
             except IKError as exc:
                 raise RigError(f"solver: {exc}") from exc
             last_pose, resume = result.pose, result.resume
