@@ -12,6 +12,7 @@ from typing import Any
 
 import bpy
 import numpy as np
+from bpy_extras import anim_utils
 from numpy.typing import NDArray
 
 from ..solvers import rotations
@@ -79,14 +80,57 @@ def ensure_action(ob: Any) -> Any:
 
 
 def ensure_fcurve(ob: Any, action: Any, data_path: str, index: int, group: str) -> Any:
-    """Find or create an F-curve of ``ob``'s action (layered on 4.4+, ``fcurves`` on 4.2)."""
-    if hasattr(action, "fcurve_ensure_for_datablock"):
-        # Blender 4.4+: creates the slot, layer, strip and channelbag when needed
+    """Find or create an F-curve of ``ob``'s action, in the bone's channel group.
+
+    Layered actions (Blender 4.4+) create the slot, layer, strip and channelbag on demand with
+    ``fcurve_ensure_for_datablock``; it takes ``group_name`` from 5.0 on, so on 4.4/4.5 the group
+    is set afterwards. Legacy actions (4.2, 4.3) use ``action.fcurves``. Features are detected,
+    not version numbers.
+    """
+    if not hasattr(action, "fcurve_ensure_for_datablock"):
+        fcurve = action.fcurves.find(data_path, index=index)
+        if fcurve is None:
+            fcurve = action.fcurves.new(data_path, index=index, action_group=group)
+        return fcurve
+    if _accepts(action, "fcurve_ensure_for_datablock", "group_name"):
         return action.fcurve_ensure_for_datablock(ob, data_path, index=index, group_name=group)
-    fcurve = action.fcurves.find(data_path, index=index)
-    if fcurve is None:
-        fcurve = action.fcurves.new(data_path, index=index, action_group=group)
+    fcurve = action.fcurve_ensure_for_datablock(ob, data_path, index=index)
+    if fcurve.group is None:
+        bag = channelbag(ob, action)
+        if bag is not None:
+            fcurve.group = bag.groups.get(group) or bag.groups.new(group)
     return fcurve
+
+
+def _accepts(data: Any, function: str, parameter: str) -> bool:
+    """Whether the RNA function ``data.function`` has a parameter called ``parameter``."""
+    fn = data.bl_rna.functions.get(function)
+    return fn is not None and parameter in fn.parameters.keys()
+
+
+def channelbag(ob: Any, action: Any) -> Any | None:
+    """The channelbag of ``ob``'s slot in a layered action (4.4+), or None."""
+    slot = getattr(ob.animation_data, "action_slot", None) if ob.animation_data else None
+    # (4.4+; the stubs declare no return value)
+    for_slot = getattr(anim_utils, "action_get_channelbag_for_slot", None)
+    if slot is None or for_slot is None:
+        return None
+    return for_slot(action, slot)
+
+
+def object_fcurves(ob: Any, action: Any | None = None) -> list[Any]:
+    """The F-curves that animate ``ob`` in ``action`` (default: its current action).
+
+    Its slot's channelbag on layered actions (4.4+), ``action.fcurves`` on legacy ones (4.2).
+    """
+    if action is None:
+        action = ob.animation_data.action if ob.animation_data else None
+    if action is None:
+        return []
+    if hasattr(action, "layers"):
+        bag = channelbag(ob, action)
+        return [] if bag is None else list(bag.fcurves)
+    return list(action.fcurves)
 
 
 def _interpolation_value() -> int:

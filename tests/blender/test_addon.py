@@ -97,7 +97,9 @@ def test_package_excludes_dev_files(built_zip: Path) -> None:
 
 
 def test_zip_installs_and_runs(built_zip: Path, tmp_path: Path) -> None:
-    """Install the zip as "Install from Disk" does, in a fresh Blender, and bake with it."""
+    """Install the zip as "Install from Disk" does, in a fresh Blender of this line (built with
+    this line's own extension tool), then solve, bake and live-solve through the installed add-on.
+    """
     script = textwrap.dedent(
         f"""
         import bpy
@@ -108,13 +110,45 @@ def test_zip_installs_and_runs(built_zip: Path, tmp_path: Path) -> None:
         bpy.context.scene.collection.objects.link(ob)
         bpy.context.view_layer.objects.active = ob
         bpy.ops.object.mode_set(mode="EDIT")
-        b = arm.edit_bones.new("b"); b.head, b.tail = (0, 0, 0), (0, 1, 0)
+        parent = None
+        for i in range(3):
+            b = arm.edit_bones.new(f"b{{i}}"); b.head, b.tail = (0, i, 0), (0, i + 1, 0)
+            b.parent, b.use_connect, parent = parent, parent is not None, b
         bpy.ops.object.mode_set(mode="OBJECT")
         with bpy.context.temp_override(object=ob, active_object=ob):
-            bpy.ops.jacobian_ik.add_goal(bone="b")
-            ob.jacobian_ik.goals[0].target.location = (0.5, 0.5, 0.5)
+            bpy.ops.jacobian_ik.add_goal(bone="b2")
+        goal = ob.jacobian_ik.goals[0]
+        target = goal.target
+        target.location = (1.0, 1.5, 0.5)
+        with bpy.context.temp_override(object=ob, active_object=ob):
             assert bpy.ops.jacobian_ik.solve() == {{"FINISHED"}}
-        assert ob.jacobian_ik.goals[0].error < 0.5, ob.jacobian_ik.goals[0].error
+        assert goal.error < 1e-4, goal.error
+
+        def tip_error():
+            bpy.context.view_layer.update()
+            tail = ob.matrix_world @ ob.pose.bones["b2"].tail
+            return (tail - target.matrix_world.translation).length
+
+        # bake: the target moves over frames 1-10, playback follows it
+        for f, x in ((1, 1.0), (10, 0.4)):
+            target.location = (x, 1.5, 0.5)
+            target.keyframe_insert("location", frame=f)
+        with bpy.context.temp_override(object=ob, active_object=ob):
+            assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=10) == {{"FINISHED"}}
+        assert ob.animation_data.action is not None
+        worst = 0.0
+        for f in range(1, 11):
+            bpy.context.scene.frame_set(f)
+            worst = max(worst, tip_error())
+        assert worst < 1e-4, worst
+        # live: a moved target is followed on the next depsgraph update
+        target.animation_data_clear()
+        ob.animation_data_clear()
+        ob.jacobian_ik.use_live = True
+        target.location = (0.7, 1.2, 0.9)
+        assert tip_error() < 1e-4, tip_error()
+        ob.jacobian_ik.use_live = False
+        print("BAKE_LIVE_OK", bpy.app.version_string, worst)
         print("INSTALLED", addon.__name__, addon.__file__)
         """
     )
@@ -128,4 +162,5 @@ def test_zip_installs_and_runs(built_zip: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "INSTALLED bl_ext.user_default.jacobian_ik" in done.stdout
+    assert "BAKE_LIVE_OK" in done.stdout
     assert str(tmp_path) in done.stdout  # installed under the throwaway HOME

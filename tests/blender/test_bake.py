@@ -9,14 +9,13 @@ import bpy
 import numpy as np
 import pytest
 from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
-from bpy_extras import anim_utils
 
 
 def fcurves(action: Any, ob: Any) -> Any:
-    """The F-curves ``ob`` uses: its slot's channelbag (4.4+), or ``action.fcurves`` (4.2)."""
-    if not hasattr(ob.animation_data, "action_slot"):
-        return action.fcurves
-    return anim_utils.action_get_channelbag_for_slot(action, ob.animation_data.action_slot).fcurves
+    """The F-curves ``ob`` uses (the product's own helper: slot's channelbag or action.fcurves)."""
+    from jacobian_ik.bridge.write import object_fcurves
+
+    return object_fcurves(ob, action)
 
 
 def snapshot_curve(fc: Any) -> list[tuple[Any, ...]]:
@@ -58,6 +57,13 @@ def test_bake_creates_action_and_reaches_targets(rig: tuple[Any, Any], capsys: A
     ob, target = rig
     assert bake(ob, frame_start=1, frame_end=20) == {"FINISHED"}
     assert "100 %" in capsys.readouterr().out  # progress lines in background mode
+    curves = fcurves(ob.animation_data.action, ob)
+    assert curves, "no F-curves written"
+    for fc in curves:  # each bone's channels in a group of its name, on every Blender line
+        assert (
+            fc.group is not None
+            and fc.data_path == f'pose.bones["{fc.group.name}"].rotation_quaternion'
+        ), (fc.data_path, fc.group)
     action = ob.animation_data.action
     curves = fcurves(action, ob)
     paths = sorted({(fc.data_path, fc.array_index) for fc in curves})
