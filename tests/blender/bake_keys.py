@@ -19,7 +19,6 @@ def main(blend: str, frames: int, out: str) -> None:
     os.environ["HOME"], os.environ["XDG_CONFIG_HOME"] = home, os.path.join(home, ".config")
     import bpy
     import numpy as np
-    from bpy_extras import anim_utils
 
     sys.path.insert(0, str(ROOT))
     from scripts.checkout import load_checkout
@@ -32,10 +31,10 @@ def main(blend: str, frames: int, out: str) -> None:
     ):
         assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
         assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
-    ad = ob.animation_data
-    bag = anim_utils.action_get_channelbag_for_slot(ad.action, ad.action_slot)
     arrays = {}
-    for fc in bag.fcurves:
+    from jacobian_ik.bridge.write import object_fcurves
+
+    for fc in object_fcurves(ob):
         n = len(fc.keyframe_points)
         buf = np.empty(6 * n, dtype=np.float32)
         for i, attr in enumerate(("co", "handle_left", "handle_right")):
@@ -46,3 +45,5 @@ def main(blend: str, frames: int, out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    sys.stdout.flush()
+    os._exit(0)  # skip the interpreter's teardown: some bpy builds (4.2) crash in it
