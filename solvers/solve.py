@@ -277,7 +277,10 @@ def _track(
 
 BALANCE_PROGRESS = 0.01
 """A frame whose goals are met iterates on while its balance error falls by more than this
-fraction a step."""
+fraction a step,"""
+BALANCE_TOLERANCE = 10.0
+"""and is above this many times the goals' tolerance (0.1 mm at the default 1e-5 m): the centre
+of mass need not be placed as exactly as a hand."""
 
 REASONS = np.array(["", "converged", "stagnated", "diverged", "max_iterations", "failed"])
 _RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED = range(6)
@@ -409,7 +412,7 @@ def _iterate(
             settling = (
                 met
                 & a.sec_on
-                & (bal_err > st.tolerance)
+                & (bal_err > BALANCE_TOLERANCE * st.tolerance)
                 & (bal_err < (1 - BALANCE_PROGRESS) * a.prev_bal)
             )
             a.prev_bal = np.where(met, bal_err, a.prev_bal)  # progress from met pose to met pose
