@@ -77,13 +77,19 @@ def solve_pose(armature_object: Any, *, apply: bool = True, frame: int | None = 
         view_layer.update()
     try:
         model = LiveModel(ob)
-        targets, base, bones = model.read(ob)
-        pose = model.start_pose(bones)
-        result = model.solve(targets, base, pose, bones[0])
+        if model.like_run:  # poles, IK stretch, full-body goals: solved as a bake solves them
+            result, rig_model, _ = model.solve_like_run(ob)
+            if apply:
+                model.write_like_run(ob, rig_model, result, None)
+            targets, base, bones = model.read(ob)
+        else:
+            targets, base, bones = model.read(ob)
+            pose = model.start_pose(bones)
+            result = model.solve(targets, base, pose, bones[0])
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     rotations = result.pose.rotations[0, model.free]
-    if apply:
+    if apply and not model.like_run:
         model.write(ob, rotations)
     reachable = model.reachable(targets, base, bones)
 
@@ -100,7 +106,9 @@ def solve_pose(armature_object: Any, *, apply: bool = True, frame: int | None = 
             label: float(result.position_error[0, e]) for e, label in enumerate(labels)
         },
         rotation_error={
-            label: float(result.rotation_error[0, e]) if g.rotation_weight > 0 else 0.0
+            label: float(result.rotation_error[0, e])
+            if g.rotation_weight > 0 or getattr(g, "type", "REACH") == "AIM"  # aim: the angle
+            else 0.0
             for e, (label, (_, g)) in enumerate(zip(labels, goals, strict=True))
         },
         reachable={label: bool(reachable[e]) for e, label in enumerate(labels)},

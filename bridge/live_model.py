@@ -399,9 +399,20 @@ class LiveModel:
         )
 
     def _update_like_run(self, ob: Any, keyframe_at: int | None) -> LiveResult:
-        """A rig with poles or IK stretch: solved as ``run`` solves the current frame (the
-        model rebuilt, no warm start for chains with a pole), every update."""
+        """A rig with poles, IK stretch or full-body goals: solved as ``run`` solves the
+        current frame (the model rebuilt, no warm start for chains with a pole), every update."""
         t0 = time.perf_counter()
+        result, model, t1 = self.solve_like_run(ob)
+        t2 = time.perf_counter()
+        keys = self.write_like_run(ob, model, result, keyframe_at)
+        targets, base, bones = self.read(ob)
+        reachable = self.reachable(targets, base, bones)
+        t3 = time.perf_counter()
+        return LiveResult(result, self.goal_names, reachable, t1 - t0, t2 - t1, t3 - t2, keys)
+
+    def solve_like_run(self, ob: Any) -> tuple[SolveResult, rig.RigModel, float]:
+        """Solve the current frame as ``run`` does (no writing): the result, the model and when
+        the reading ended (``time.perf_counter``)."""
         model = build_model(ob)
         pole_list, _ = poles.find_poles(ob, model)
         reader = poles.PoleReader(ob, pole_list)
@@ -420,7 +431,12 @@ class LiveModel:
                 result,
                 lambda g, p: solve(model.skeleton, g, self.settings, pose=p),
             )
-        t2 = time.perf_counter()
+        return result, model, t1
+
+    def write_like_run(
+        self, ob: Any, model: rig.RigModel, result: SolveResult, keyframe_at: int | None
+    ) -> int:
+        """Write (and key at ``keyframe_at``) a ``solve_like_run`` result; returns the keys."""
         rotations = result.pose.rotations[0, model.free]
         self.write(ob, rotations)
         if model.root >= 0:  # move_root: the root's location (its rotation is written above)
@@ -440,7 +456,4 @@ class LiveModel:
                 name = model.names[model.root]
                 ob.pose.bones[name].keyframe_insert("location", frame=keyframe_at, group=name)
                 keys += 3
-        targets, base, bones = self.read(ob)
-        reachable = self.reachable(targets, base, bones)
-        t3 = time.perf_counter()
-        return LiveResult(result, self.goal_names, reachable, t1 - t0, t2 - t1, t3 - t2, keys)
+        return keys

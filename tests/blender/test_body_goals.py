@@ -369,3 +369,20 @@ def test_the_root_keeps_its_locked_axes(clean: Any) -> None:
     assert hips.location[1] == 0.0 and Vector(hips.location).length > 0.01
     twist = hips.rotation_quaternion.to_swing_twist("Y")[1]
     assert abs(twist) < 1e-6 and hips.rotation_quaternion.angle > 0.01
+
+
+def test_solve_pose_from_python_handles_full_body_goals(clean: Any) -> None:
+    """api.solve_pose solves them as a bake does: the hips move, the head aims."""
+    solve_pose = importlib.import_module("jacobian_ik.api").solve_pose
+    ob, targets = humanoid()
+    reach_forward(targets)
+    look = make_empty("look", (0.3, -1.5, 1.8))
+    add_goal(ob, "head", look, chain_length=2, type="AIM", aim_axis=head_axis(ob), use_tail=False)
+    preview = solve_pose(ob, apply=False)
+    assert Vector(ob.pose.bones["hips"].location).length == 0.0  # nothing written
+    result = solve_pose(ob)
+    assert result.converged and preview.converged
+    assert max(errors(ob, targets).values()) < 1e-3
+    assert Vector(ob.pose.bones["hips"].location).length > 0.01
+    head = next(v for k, v in result.rotation_error.items() if "head" in k)
+    assert 0.0 <= math.degrees(head) < 0.5
