@@ -148,9 +148,8 @@ def aim_axes(goals: list[Any]) -> Array | None:
     )
 
 
-def root_channels(ob: Any, name: str, locations: Array) -> list[Channel]:
+def root_channels(name: str, locations: Array) -> list[Channel]:
     """The root's location channel (F, 3) (its rotation is written with the chains')."""
-    del ob
     return [Channel(name, "location", np.asarray(locations, dtype=np.float64))]
 
 

@@ -289,7 +289,7 @@ def run_steps(
     channels += limits.stretch_channels(ob, model, np.concatenate([x[0] for x in extra]))
     if model.root >= 0:  # move_root: the root's location (its rotation is in ``channels``)
         root_locations = np.concatenate([x[0] for x in body_parts])
-        channels += full_body.root_channels(ob, model.names[model.root], root_locations)
+        channels += full_body.root_channels(model.names[model.root], root_locations)
     distances = [x[1] for x in body_parts if x[1] is not None]
     if not np.all(np.isfinite(rotations)) or not all(np.isfinite(c.values).all() for c in channels):
         raise RigError("solver: the result contains NaN or inf; nothing was written")
