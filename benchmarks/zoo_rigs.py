@@ -13,10 +13,13 @@ Kinds, in the order ``--count`` cycles through them:
 - **tree**: double-Y-like: a 2-3 bone trunk branching into two arms, each into two fingers of
   2-3 bones; one goal per fingertip with chain to the root (the chains share the trunk).
 
-Targets: each goal's target circles its chain's *fixed base* (the head of the top bone of the
-goal's IK tree: the union of chains that share bones; that bone's head never moves) along a
-smooth path: the rest direction of the goal tip wobbled by a few sinusoids, at a distance
-rho(t) times the goal's reach (the length along the joints from the base to the tip) with
+Targets: each goal's target circles its chain's *fixed base* along a smooth path. The goal's IK
+tree is the union of the chains that share bones with its chain or carry it (a hand chain of 3
+on a chest that the head's chain turns belongs to the head's tree); its fixed base is the head
+of the tree's topmost moving bone above the goal, which never moves (nothing above is
+animated). The path: the rest direction of the goal tip wobbled by a few sinusoids, at a distance
+rho(t) times the goal's reach (the length along the joints, the heads of the tree's moving bones
+above the goal, from the base to the tip) with
 rho between about 0.5 and 1.35, so some frames are out of reach. Orientation goals turn
 smoothly within 35 degrees of the bone's rest orientation.
 """
@@ -274,9 +277,9 @@ class ChainGeometry:
     """Per goal: its IK tree's fixed base, its reach from there and the inner radius."""
 
     chains: list[list[str]]  # the constraint's bones, goal bone first
-    tree: list[int]  # index of the goal's IK tree (goals whose chains share bones)
-    base: np.ndarray  # (E, 3) head of the top bone of the goal's tree above the goal
-    reach: np.ndarray  # (E,) length along the joints from the base to the tip
+    tree: list[int]  # the goal's IK tree: goals whose chains share bones or ride on another's
+    base: np.ndarray  # (E, 3) head of the top moving bone of the goal's tree above the goal
+    reach: np.ndarray  # (E,) length along the joints (moving bones' heads) from base to tip
     inner: np.ndarray  # (E,) inner radius of the workspace, max(0, 2 longest - reach)
     tip: np.ndarray  # (E, 3) the tip at rest
 
@@ -296,13 +299,23 @@ def geometry(rig: ZooRig) -> ChainGeometry:
             chain.append(b)
             b = parent[b]
         chains.append(chain)
-    tree = list(range(len(chains)))  # union of chains sharing bones (few goals: plain loops)
+
+    def ancestors(bone: str) -> list[str]:
+        out, b = [], parent[bone]
+        while b is not None:
+            out.append(b)
+            b = parent[b]
+        return out
+
+    # one IK tree: chains that share bones, or one of which sits on bones another moves
+    lineage = [set(c) | set(ancestors(c[-1])) for c in chains]
+    tree = list(range(len(chains)))  # connected components (few goals: plain loops)
     changed = True
     while changed:
         changed = False
         for i in range(len(chains)):
             for j in range(len(chains)):
-                if tree[i] != tree[j] and set(chains[i]) & set(chains[j]):
+                if tree[i] != tree[j] and (lineage[i] & set(chains[j])):
                     tree[i] = tree[j] = min(tree[i], tree[j])
                     changed = True
     moving = {
@@ -310,13 +323,11 @@ def geometry(rig: ZooRig) -> ChainGeometry:
     }
     base, reach, inner, tip = [], [], [], []
     for i, g in enumerate(rig.goals):
-        path, b = [g.bone], parent[g.bone]
-        while b is not None and b in moving[tree[i]]:
-            path.append(b)
-            b = parent[b]
-        segs = [float(np.linalg.norm(head[c] - head[p])) for c, p in itertools.pairwise(path)]
-        segs.append(float(np.linalg.norm(tail[g.bone] - head[g.bone])))
-        base.append(head[path[-1]])
+        # the joints from the goal bone up: heads of the tree's moving bones among its ancestors
+        joints = [b for b in [g.bone, *ancestors(g.bone)] if b in moving[tree[i]]]
+        segs = [float(np.linalg.norm(tail[g.bone] - head[g.bone]))]
+        segs += [float(np.linalg.norm(head[c] - head[p])) for c, p in itertools.pairwise(joints)]
+        base.append(head[joints[-1]])
         reach.append(sum(segs))
         inner.append(max(0.0, 2 * max(segs) - sum(segs)))
         tip.append(tail[g.bone])

@@ -4,6 +4,7 @@ gets its own process), checked for its JSON schema and sanity, not for the targe
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.zoo_rigs import KINDS, geometry, targets, zoo
+from benchmarks.zoo_rigs import KINDS, Goal, geometry, humanoid, targets, zoo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,6 +45,28 @@ def test_the_zoo_covers_the_kinds_and_mixes_reachable_and_out_of_reach_frames() 
         out_of_reach = np.mean(d > geo.reach)
         assert 0.02 < out_of_reach < 0.5, (r.name, out_of_reach)
     assert {r.params["through_spine"] for r in humanoids} == {True, False}
+
+
+def test_a_chain_carried_by_another_goals_chain_is_in_its_tree() -> None:
+    """Hands of 3 sit on the chest: alone they are independent, with a head goal through the
+    chest they ride on its chain, and their fixed base becomes the chest's head."""
+    rig = humanoid(np.random.default_rng(0), "h", 0)
+    heads = {b[0]: np.array(b[1]) for b in rig.bones}
+    rig.goals = [Goal("hand.L", 3), Goal("foot.L", 3)]
+    geo = geometry(rig)
+    assert geo.independent
+    np.testing.assert_allclose(geo.base[0], heads["upper_arm.L"])
+    rig.goals.append(Goal("head", 3))  # head, neck, chest
+    geo = geometry(rig)
+    assert geo.tree[0] == geo.tree[2] != geo.tree[1]
+    np.testing.assert_allclose(geo.base[0], heads["chest"])
+    # reach: tip to wrist to elbow to shoulder joint, then the rigid link to the chest's head
+    joints = [heads["hand.L"], heads["forearm.L"], heads["upper_arm.L"], heads["chest"]]
+    tail = next(np.array(b[2]) for b in rig.bones if b[0] == "hand.L")
+    expected = np.linalg.norm(tail - joints[0]) + sum(
+        np.linalg.norm(a - b) for a, b in itertools.pairwise(joints)
+    )
+    assert geo.reach[0] == pytest.approx(expected)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="bpy is not installed")
