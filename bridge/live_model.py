@@ -20,7 +20,6 @@ from numpy.typing import NDArray
 from ..properties import parameter_property
 from ..solvers import Goals as SolverGoals
 from ..solvers import Pose, Settings, SolveResult, solve
-from ..solvers.single import SingleFrameSolver, unsupported
 from . import full_body, limits, poles, rig, write
 from .errors import RigError
 from .settings import method_name, method_parameters, solver_settings
@@ -185,11 +184,6 @@ class LiveModel:
         # full-body goals (move_root, balance, aim) are solved as ``run`` solves them too
         self.like_run |= model.root >= 0 or model.body is not None
         self.like_run |= full_body.aim_axes(goals) is not None
-        self.solver: SingleFrameSolver | None = None
-        if not self.like_run and unsupported(self.skeleton, self.settings) is None:
-            self.solver = SingleFrameSolver(
-                self.skeleton, self.settings, self.position_weight, self.rotation_weight
-            )
         self.modes = [ob.pose.bones[n].rotation_mode for n in self.free_names]
         self.quat_free = [k for k, m in enumerate(self.modes) if m == "QUATERNION"]
         self.quat_index = np.array(
@@ -271,7 +265,7 @@ class LiveModel:
         loc[self.free] = basis[self.free, :3, 3]
         # fixed bones under a chain bone (and, for solve(), all fixed bones): their evaluated
         # local transforms
-        below = self.below if self.solver is not None else np.flatnonzero(~self.free_mask)
+        below = np.flatnonzero(~self.free_mask)
         if len(below):
             parents = self.parents[below]
             parent_frame = self.rest[below].copy()
@@ -305,8 +299,6 @@ class LiveModel:
         """Solve from ``pose``; ``frames`` (B, 4, 4) are the evaluated model-space frames, used
         for the bones above the chains."""
         rotation = targets[:, :3, :3] if np.any(self.rotation_weight > 0) else None
-        if self.solver is not None:
-            return self.solver.solve(targets[:, :3, 3], rotation, base, pose, frames)
         goals = SolverGoals(
             position=targets[None, :, :3, 3],
             rotation=None if rotation is None else rig.nearest_rotation(rotation)[None],

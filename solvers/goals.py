@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -81,6 +81,14 @@ class PreparedGoals:
             self.is_aim,
             self.support,
             None if self.balance is None else self.balance.take(i),
+        )
+
+    def only(self, effectors: NDArray[np.intp]) -> PreparedGoals:
+        """These goals with every goal but ``effectors`` weighing nothing (one IK tree's)."""
+        keep = np.zeros(len(self.w_pos), dtype=bool)
+        keep[effectors] = True
+        return replace(
+            self, w_pos=np.where(keep, self.w_pos, 0.0), w_rot=np.where(keep, self.w_rot, 0.0)
         )
 
     def support_point(self) -> Array:

@@ -308,6 +308,39 @@ class Skeleton:
         self._pair_eff, self._pair_dof = np.nonzero(moves)
         self._pair_rot = self.dof_rotational[self._pair_dof]
 
+    def chain_reach(self) -> tuple[Array, NDArray[np.intp], Array]:
+        """Per effector: (reach, base bone, inner reach) of its chain.
+
+        The base is the top-most bone with a DOF that moves the effector (its head stays put
+        while the chain moves); reach is the length of the path from that head to the effector
+        point (the chain held straight), inner the shortest distance it can fold to
+        (2 x the longest segment - reach, at least 0). A chain with a location or stretch DOF
+        has an unbounded reach.
+        """
+        e = self.n_effectors
+        reach, inner = np.zeros(e), np.zeros(e)
+        base = np.zeros(e, dtype=np.intp)
+        for i in range(e):
+            moving = set(self.dof_bone[self.dof_moves[i]].tolist())
+            path, b = [], int(self.eff_bone[i])
+            while b >= 0:
+                path.append(b)
+                b = int(self.parents[b])
+            chain = [b for b in path if b in moving]
+            if not chain:
+                base[i], reach[i] = self.eff_bone[i], 0.0
+                continue
+            top = path.index(chain[-1])
+            base[i] = path[top]
+            segments = [float(np.linalg.norm(self.rest_pos[b])) for b in path[:top]]
+            segments.append(float(np.linalg.norm(self.eff_offset[i])))
+            reach[i] = sum(segments)
+            inner[i] = max(0.0, 2.0 * max(segments) - reach[i])
+            kinds = self.dof_kind[self.dof_moves[i]]
+            if np.any((kinds == LOCATION) | (kinds == STRETCH)):
+                reach[i], inner[i] = np.inf, 0.0
+        return reach, base, inner
+
     # -- kinematics -------------------------------------------------------------------------
     def forward_kinematics(self, pose: Pose) -> Kinematics:
         """Model-space frames of every bone, by pointer doubling over the tree: each pass

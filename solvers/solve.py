@@ -36,10 +36,18 @@ class Settings:
     mode: "converge" or "track"; track_steps: steps per frame in track mode.
     max_iterations, tolerance, rotation_tolerance: a frame has converged when every goal's
         position error is <= tolerance and rotation error <= rotation_tolerance.
+    gradient_tolerance: stop at a stationary point of the weighted error: when
+        ||J~^T e~|| <= gradient_tolerance ||J~||_F ||e~|| (the error is orthogonal to every
+        direction the joints can move the goals in: an unreachable target at its closest, or
+        goals of one tree at their compromise); reason "stationary".
+    reject_rising_steps: a step that raises the weighted error is undone and retried at half
+        the length (for the damped methods much like raising the damping), so the error never
+        rises; a frame that finds no step that lowers it stops as "stationary".
     stagnation: stop when the weighted residual changes by less than this fraction of itself
-        over one step or two (an unreachable target creeps toward its best distance, or
-        oscillates around it); step_tolerance: stop when no DOF moves more than this in a step.
-    divergence_count: stop when the residual rose this many times in a row.
+        over one step or two (0 = off: the papers' stop rule, not the default);
+        step_tolerance: stop when no DOF moves more than this in a step.
+    divergence_count: stop when the residual rose this many times in a row (only when rising
+        steps are kept).
     clamp_distance: D_max of Buss-Kim section 3 (ClampMag of each position error), None = off;
         clamp_adaptive: the per-effector D_max,i = d_i + D_max for targets that jump.
     max_step: the largest change of a rotational DOF in one step (ClampMaxAbs), None = off.
@@ -58,7 +66,9 @@ class Settings:
     max_iterations: int = 100
     tolerance: float = 1e-5
     rotation_tolerance: float = 1e-4
-    stagnation: float = 1e-5
+    gradient_tolerance: float = 1e-4
+    reject_rising_steps: bool = True
+    stagnation: float = 0.0
     step_tolerance: float = 1e-10
     divergence_count: int = 8
     clamp_distance: float | None = None
@@ -86,6 +96,7 @@ class Settings:
             "tolerance",
             "rotation_tolerance",
             "stagnation",
+            "gradient_tolerance",
             "step_tolerance",
             "nullspace_damping",
             "rest_weight",
@@ -118,6 +129,9 @@ class SolveResult:
     stats: dict[str, list[float]] = field(default_factory=dict)
     resume: dict[str, Any] | None = None  # track mode: the state to continue from
     balance_distance: Array | None = None  # (F,) horizontal COM-support distance (Goals.balance)
+    trees: list[NDArray[np.intp]] = field(default_factory=list)  # effector indices per IK tree
+    tree_reason: NDArray[np.str_] | None = None  # (T, F) each tree's reason (several trees)
+    goal_status: NDArray[np.str_] | None = None  # (F, E) met | out_of_reach | conflict | secondary
 
     @property
     def success(self) -> NDArray[np.bool_]:
@@ -137,6 +151,7 @@ class _Problem:
 
     def __init__(self, skel: Skeleton, goals: PreparedGoals, settings: Settings) -> None:
         self.skel, self.settings = skel, settings
+        self.reach, self.reach_base, self.inner = skel.chain_reach()
         e = skel.n_effectors
         use = np.zeros((e, 6), dtype=bool)
         use[:, :3] = (goals.w_pos > 0)[:, None]
@@ -155,7 +170,7 @@ class _Problem:
         self.sec_sqrt_w = np.sqrt(w.reshape(-1)[self.sec_rows])
         self.blocks = self.rows // 3
         _, self.blocks = np.unique(self.blocks, return_inverse=True)
-        self.n_blocks = int(self.blocks.max()) + 1
+        self.n_blocks = int(self.blocks.max()) + 1 if self.blocks.size else 0
         # secondary goals never decide convergence
         self.aim = np.flatnonzero(goals.is_aim)
         self.use_pos = (goals.w_pos > 0) & ~goals.secondary & ~goals.is_aim
@@ -220,17 +235,135 @@ def solve(
         skeleton.clamp_to_limits(start)  # a start pose outside the limits starts at them
     if goals.balance is not None:
         g.balance = prepare_balance(goals.balance, skeleton, g.frames, g.support_point())
-    problem = _Problem(skeleton, g, settings)
-    method = settings.make_method()
-    if settings.mode == "converge":
-        result = _iterate(problem, method, g, start, settings.max_iterations, track=False)
+    trees = ik_trees(skeleton) if g.balance is None else [np.arange(skeleton.n_effectors)]
+    if len(trees) == 1:
+        result = _solve_tree(skeleton, g, settings, start, resume, None)
+        result.trees = trees
     else:
-        result = _track(problem, method, g, start, resume)
+        carried = (resume or {}).get("trees", [None] * len(trees))
+        parts = []
+        for tree, carry in zip(trees, carried, strict=True):
+            dofs = skeleton.dof_moves[tree].any(axis=0)
+            parts.append(_solve_tree(skeleton, g.only(tree), settings, start, carry, dofs))
+        result = _merge(skeleton, start, trees, parts)
     if g.balance is not None:
         kin = skeleton.forward_kinematics(result.pose)
         result.balance_distance = balance_distance(kin, g.balance, g.lin, g.trans)
+    result.goal_status = goal_status(skeleton, g, result, settings)
     result.elapsed = time.perf_counter() - t0
     return result
+
+
+def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
+    """The effectors grouped into independent problems, as Blender splits an armature into IK
+    trees: two effectors are in one tree when their chains share a moving DOF (transitively).
+
+    Each tree is solved on its own (its own damping, clamps, stop rule, iterations, reason), so
+    a goal out of reach in one tree never holds back the goals of another.
+    """
+    moves = skeleton.dof_moves.astype(np.int64)  # (E, n)
+    e = moves.shape[0]
+    share = (moves @ moves.T) > 0
+    np.fill_diagonal(share, True)
+    label = np.arange(e)
+    while True:  # each effector takes the smallest label among its neighbours, to a fixpoint
+        new = np.where(share, label[None, :], e).min(axis=1)
+        if np.array_equal(new, label):
+            break
+        label = new
+    return [np.flatnonzero(label == t) for t in np.unique(label)]
+
+
+def _solve_tree(
+    skeleton: Skeleton,
+    g: PreparedGoals,
+    settings: Settings,
+    start: Pose,
+    resume: dict[str, Any] | None,
+    dofs: NDArray[np.bool_] | None,
+) -> SolveResult:
+    """One IK tree (the goals of the others weigh nothing, their DOFs are locked)."""
+    problem = _Problem(skeleton, g, settings)
+    method = settings.make_method()
+    if problem.rows.size == 0:  # a tree of zero-weight goals: nothing to do
+        res = _iterate(problem, method, g, start, 0, track=True, dof_mask=dofs)
+        res.reason[:] = "converged"
+        return res
+    if settings.mode == "converge":
+        return _iterate(problem, method, g, start, settings.max_iterations, False, None, dofs)
+    return _track(problem, method, g, start, resume, dofs)
+
+
+def _merge(
+    skeleton: Skeleton, start: Pose, trees: list[NDArray[np.intp]], parts: list[SolveResult]
+) -> SolveResult:
+    """One result from the trees' results: each bone and goal from the tree that moves it."""
+    pose = start.copy()
+    frames = start.frames
+    pos = np.zeros((frames, skeleton.n_effectors))
+    rot = np.zeros((frames, skeleton.n_effectors))
+    for tree, part in zip(trees, parts, strict=True):
+        bones = np.unique(skeleton.dof_bone[skeleton.dof_moves[tree].any(axis=0)])
+        pose.rotations[:, bones] = part.pose.rotations[:, bones]
+        pose.locations[:, bones] = part.pose.locations[:, bones]
+        pose.stretch[:, bones] = part.pose.stretch[:, bones]
+        pos[:, tree], rot[:, tree] = part.position_error[:, tree], part.rotation_error[:, tree]
+    reasons = np.stack([p.reason for p in parts])  # (T, F)
+    # a frame's reason: "converged" when every tree converged, else the first tree's that did not
+    first = np.argmax(reasons != "converged", axis=0)
+    reason = reasons[first, np.arange(frames)]
+    length = max(len(p.history) for p in parts)
+    hist = np.sqrt(
+        sum(
+            np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge") ** 2
+            for p in parts
+        )
+    )
+    stats: dict[str, list[float]] = {}
+    for p in parts:
+        for k, v in p.stats.items():
+            stats.setdefault(k, []).extend(v)
+    resume = None
+    if all(p.resume is not None for p in parts):
+        resume = {"trees": [p.resume for p in parts]}
+    result = SolveResult(
+        pose,
+        pos,
+        rot,
+        np.max([p.iterations for p in parts], axis=0),
+        reason,
+        np.asarray(hist),
+        0.0,
+        stats,
+        resume,
+    )
+    result.trees, result.tree_reason = trees, reasons
+    return result
+
+
+def goal_status(
+    skeleton: Skeleton, g: PreparedGoals, result: SolveResult, settings: Settings
+) -> NDArray[np.str_]:
+    """(F, E) each goal "met", "out_of_reach" (its target farther from the chain's fixed base than
+    the chain is long, or nearer than it can fold) or "conflict" (in reach, not met: other goals
+    of its tree, joint limits or locks hold it); "secondary" for poles."""
+    met = (result.position_error <= settings.tolerance) | (g.w_pos <= 0) | g.is_aim
+    met &= (result.rotation_error <= settings.rotation_tolerance) | ~(
+        (g.w_rot > 0) | (g.is_aim & (g.w_pos > 0))
+    )
+    reach, base_bone, inner = skeleton.chain_reach()
+    kin = skeleton.forward_kinematics(result.pose)
+    base = rotate(g.lin[:, None], kin.head[:, base_bone]) + g.trans[:, None]  # (F, E, 3)
+    scale = np.abs(np.linalg.det(g.lin)) ** (1.0 / 3.0)  # world units per model unit
+    d = np.linalg.norm(g.position - base, axis=-1)
+    far = (d > reach * scale[:, None] + settings.tolerance) | (
+        d < inner * scale[:, None] - settings.tolerance
+    )
+    status = np.where(
+        met, "met", np.where(far & (g.w_pos > 0) & ~g.is_aim, "out_of_reach", "conflict")
+    )
+    status[:, g.secondary] = "secondary"
+    return np.asarray(status)
 
 
 def _track(
@@ -239,6 +372,7 @@ def _track(
     g: PreparedGoals,
     start: Pose,
     carry: dict[str, Any] | None,
+    dofs: NDArray[np.bool_] | None = None,
 ) -> SolveResult:
     steps = problem.settings.track_steps
     frames = g.frames
@@ -248,9 +382,7 @@ def _track(
     pieces = []
     current = start[0]
     for f in range(frames):
-        res = _iterate(
-            problem, method, g.take(np.array([f])), current, steps, track=True, carry=carry
-        )
+        res = _iterate(problem, method, g.take(np.array([f])), current, steps, True, carry, dofs)
         out.put(np.array([f]), res.pose)
         current = res.pose
         pieces.append(res)
@@ -282,8 +414,15 @@ BALANCE_TOLERANCE = 10.0
 """and is above this many times the goals' tolerance (0.1 mm at the default 1e-5 m): the centre
 of mass need not be placed as exactly as a hand."""
 
-REASONS = np.array(["", "converged", "stagnated", "diverged", "max_iterations", "failed"])
-_RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED = range(6)
+REASONS = np.array(
+    ["", "converged", "stagnated", "diverged", "max_iterations", "failed", "stationary"]
+)
+_RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED, _STATIONARY = range(7)
+KICK = 0.05
+"""Radians: how far each free DOF turns to leave a saddle point (a straight chain)."""
+MIN_STEP_SCALE = 1.0 / 1024
+"""A frame whose step, halved after each rise of the error, gets shorter than this is at a
+stationary point for its method."""
 
 
 @dataclass
@@ -303,6 +442,10 @@ class _Active:
     sec_on: NDArray[np.bool_]  # secondary goals and balance still act (off once they cost a goal)
     best_met: NDArray[np.bool_]  # the best pose kept meets the goals
     rises: NDArray[np.intp]
+    prev_pose: Pose  # the pose before the last step (restored when the step is rejected)
+    prev_colw: Array  # the DOF weights before the last step (limits it hit lock DOFs)
+    scale: Array  # the step's length factor: halved when a step is rejected, doubled back after
+    kicks: NDArray[np.intp]  # how often the frame was bent out of a saddle point
     colw: Array  # DOF weights; 0 locks a DOF (stiffness, limits)
     dmax: Array  # Buss-Kim's D_max,i per effector
     prev_pos: Array | None
@@ -311,10 +454,11 @@ class _Active:
 
     def keep(self, idx: NDArray[np.intp]) -> None:
         self.index = self.index[idx]
-        self.pose, self.best, self.goals = (
+        self.pose, self.best, self.goals, self.prev_pose = (
             self.pose.take(idx),
             self.best.take(idx),
             self.goals.take(idx),
+            self.prev_pose.take(idx),
         )
         for name in (
             "best_r",
@@ -326,6 +470,9 @@ class _Active:
             "sec_on",
             "best_met",
             "rises",
+            "scale",
+            "kicks",
+            "prev_colw",
             "colw",
             "dmax",
             "prev_pos",
@@ -345,8 +492,10 @@ def _iterate(
     max_iter: int,
     track: bool,
     carry: dict[str, Any] | None = None,
+    dof_mask: NDArray[np.bool_] | None = None,
 ) -> SolveResult:
-    """Iterate all frames of ``goals`` from ``start``; the core loop.
+    """Iterate all frames of ``goals`` from ``start``; the core loop (``dof_mask``: the DOFs
+    that may move, those of one IK tree; default all).
 
     Each pass: forward kinematics, errors, stop tests (a stopped frame leaves the working
     arrays with its best pose), then one step of the method on the weighted Jacobian, the
@@ -380,7 +529,13 @@ def _iterate(
         sec_on=np.ones(frames, dtype=bool),
         best_met=np.zeros(frames, dtype=bool),
         rises=np.zeros(frames, dtype=np.intp),
-        colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
+        prev_pose=start.copy(),
+        prev_colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
+        scale=np.ones(frames),
+        kicks=np.zeros(frames, dtype=np.intp),
+        colw=np.broadcast_to(
+            skel.dof_weight if dof_mask is None else skel.dof_weight * dof_mask, (frames, n)
+        ).copy(),
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
         prev_pos=carry.get("prev_pos"),
         targets_model=goals.targets_model() if st.jacobian_at_targets else None,
@@ -395,10 +550,26 @@ def _iterate(
         iterations[out], reason[out] = k, why
         pos_out[out], rot_out[out] = a.best_pos[idx], a.best_rot[idx]
 
+    reject = st.reject_rising_steps and not track
     for k in range(max_iter + 1):
         kin = skel.forward_kinematics(a.pose)
         err = problem.errors(kin, a.goals)
         r = err.residual
+        if reject and k > 0:
+            # a step that raised the error (and lost the goals) is undone and retried at half
+            # the length; within tolerance, null-space tasks (poles, balance) may trade a little
+            met = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
+            # (with the balance on, once the goals were met the latest met pose is kept
+            # anyway, and balance steps may lose the goals for a step: no rejection there)
+            rose = (r > a.prev_r) & ~met & ~a.best_met
+            a.scale = np.where(rose, 0.5 * a.scale, np.minimum(2.0 * a.scale, 1.0))
+            if np.any(rose):
+                idx = np.flatnonzero(rose)
+                a.pose.put(idx, a.prev_pose.take(idx))
+                a.colw[idx] = a.prev_colw[idx]  # and a limit the step hit is free again
+                kin = skel.forward_kinematics(a.pose)
+                err = problem.errors(kin, a.goals)
+                r = err.residual
         history.append((a.index, r))
         met = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
         settling = np.zeros(len(r), dtype=bool)
@@ -436,7 +607,9 @@ def _iterate(
             # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
             # LM can be around an unreachable target)
             floor = st.stagnation * np.maximum(r, 1e-300)
-            stagnant = (np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor)
+            stagnant = (st.stagnation > 0) & (
+                (np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor)
+            )
             why = np.where(
                 (why != _RUNNING) | settling,
                 why,
@@ -456,7 +629,7 @@ def _iterate(
                 why[retry] = _RUNNING
                 a.sec_on[retry] = False
                 a.rises[retry] = 0
-                a.prev_r[retry] = np.inf
+                a.prev_r = np.where(retry, np.inf, a.prev_r)
         if k == max_iter:
             why = np.where(why != _RUNNING, why, np.where(met, _CONVERGED, _MAX_ITERATIONS))
         stop = why != _RUNNING
@@ -510,6 +683,26 @@ def _iterate(
             stats,
         )
         dt = method.step(jw, ew, ctx)
+        stationary = np.zeros(f_act, dtype=bool)
+        kick = saddles = np.zeros(f_act, dtype=bool)
+        if not track and st.gradient_tolerance > 0:
+            # a stationary point of the weighted error: J~^T e~ (the gradient) small against
+            # |J~| |e~|, or no step found that lowers the error
+            e_raw = err.e.reshape(f_act, -1)[:, problem.rows] * problem.sqrt_w
+            grad = np.linalg.norm(np.einsum("fmn,fm->fn", jw, e_raw), axis=1)
+            size = np.linalg.norm(jw.reshape(f_act, -1), axis=1) * np.linalg.norm(e_raw, axis=1)
+            stationary = ~met & (
+                (grad <= st.gradient_tolerance * size) | (a.scale < MIN_STEP_SCALE)
+            )
+            # a saddle, not a minimum, when a goal that is in reach is not met (a straight
+            # chain whose target lies along it: the gradient vanishes there): bend the chain a
+            # little, once, and go on
+            saddle = stationary & (a.kicks < 1) & _in_reach_unmet(problem, kin, a.goals, err, st)
+            stationary &= ~saddle
+            a.kicks[saddle] += 1
+            saddles = saddle
+            # with poles on, their null-space step bends the chain toward the pole instead
+            kick = saddle & ~(a.sec_on & (problem.sec_rows.size > 0))
         if problem.use_nullspace:
             secondary = None
             j2s, e2s = [], []
@@ -534,6 +727,16 @@ def _iterate(
         dq = a.colw * dt
         if st.max_step is not None:
             dq = clamp_max_abs(dq, st.max_step, rotational)
+        if reject:
+            dq = dq * a.scale[:, None]
+            a.prev_pose, a.prev_colw = a.pose, a.colw.copy()
+        dq[stationary] = 0.0
+        # the step out of a saddle is kept even where it raises the error
+        a.prev_r = np.where(saddles, np.inf, a.prev_r)
+        if np.any(kick):
+            # a fixed small turn of every free DOF (alternating signs): deterministic
+            dq[kick] = a.colw[kick] * KICK * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+            a.scale[kick] = 1.0
         a.state = ctx.state
         a.pose = skel.apply(a.pose, dq)
         if st.keep_limits:
@@ -542,11 +745,12 @@ def _iterate(
             np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3))
         )
         # Sugihara's stop (a): every component of the step below step_tolerance
-        tiny = ~bad & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
-        if not track and np.any(bad | tiny):  # never let NaN into a pose: stop at the best pose
+        tiny = ~bad & ~stationary & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
+        if not track and np.any(bad | tiny | stationary):  # never let NaN into a pose
             finish(np.flatnonzero(bad), _FAILED, k)
             finish(np.flatnonzero(tiny), _STAGNATED, k + 1)
-            a.keep(np.flatnonzero(~(bad | tiny)))
+            finish(np.flatnonzero(stationary & ~bad), _STATIONARY, k)
+            a.keep(np.flatnonzero(~(bad | tiny | stationary)))
             if len(a.index) == 0:
                 break
         elif np.any(bad):
@@ -566,6 +770,18 @@ def _iterate(
         held, hist[last, np.arange(frames)], hist
     )  # a stopped frame holds its last value
     return SolveResult(final, pos_out, rot_out, iterations, REASONS[reason], hist, 0.0, stats)
+
+
+def _in_reach_unmet(
+    problem: _Problem, kin: Kinematics, goals: PreparedGoals, err: _Errors, st: Settings
+) -> NDArray[np.bool_]:
+    """(F,) whether some unmet position goal's target lies within its chain's reach (between
+    the folded and the straight length, 1 % margins) from the chain's fixed base."""
+    tm = goals.targets_model()  # (F, E, 3)
+    d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
+    inside = (d < 0.99 * problem.reach) & (d > 1.01 * problem.inner)
+    unmet = (err.pos > st.tolerance) & problem.use_pos
+    return np.asarray(np.any(inside & unmet, axis=1))
 
 
 def _take_kin(kin: Kinematics, keep: NDArray[np.intp]) -> Kinematics:

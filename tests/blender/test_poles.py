@@ -185,25 +185,3 @@ def test_imported_constraint_keeps_its_bone_pole_and_bakes_toward_it(clean: Any)
         assert knee_y(ob, "L") * pole_y > 0.05, (frame, knee_y(ob, "L"), pole_y)
         assert (tip(ob, "foot.L") - target.location).length < 1e-4
     assert sides[0] != sides[1]  # the pole crossed from one side of the leg to the other
-
-
-@pytest.mark.parametrize("pole_z", [1.0, -1.0])
-def test_solve_pose_follows_a_pole_bone(clean: Any, pole_z: float) -> None:
-    """``api.solve_pose`` (the live model's path) reads a pole bone as the bake does."""
-    from jacobian_ik import api
-
-    ob = legs(extra=(POLE_BONE,))
-    pole = ob.pose.bones["knee_pole"]
-    pole.location = (0.0, 0.0, pole_z)
-    target = make_empty("Foot target", (0.1, -0.15, 0.3))
-    add_goal(ob, "foot.L", target, chain_length=3, pole_target=ob, pole_target_bone="knee_pole")
-    bpy.context.view_layer.update()
-    pole_y = (ob.matrix_world @ pole.head).y
-    api.solve_pose(ob)
-    assert knee_y(ob, "L") * pole_y > 0.05
-    assert (tip(ob, "foot.L") - target.location).length < 1e-4
-    # the pole bone crosses to the other side: the next solve follows it
-    pole.location = (0.0, 0.0, -pole_z)
-    api.solve_pose(ob)
-    assert knee_y(ob, "L") * pole_y < -0.05
-    assert (tip(ob, "foot.L") - target.location).length < 1e-4

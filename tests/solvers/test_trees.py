@@ -1,0 +1,159 @@
+"""IK trees and convergence: independent chains are independent problems, a goal in reach is
+met whatever another tree's goal does, and no solve rises or ends as "diverged".
+
+Rigs are humanoids of random proportions built from seeds, never one hand-made pose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solvers import Effector, Goals, Joint, Settings, Skeleton, solve
+from solvers.solve import ik_trees
+
+METHODS = ("lm", "sdls", "dls", "lm_chan_lawrence", "dls_optimal")
+
+
+def _frame(head: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    y = tail - head
+    y = y / np.linalg.norm(y)
+    ref = np.array([0.0, 0.0, 1.0]) if abs(y[2]) < 0.9 else np.array([0.0, -1.0, 0.0])
+    x = np.cross(y, ref)
+    x /= np.linalg.norm(x)
+    m = np.eye(4)
+    m[:3, :3] = np.stack([x, y, np.cross(x, y)], axis=1)
+    m[:3, 3] = head
+    return m
+
+
+def random_humanoid(rng: np.random.Generator, spine_chains: bool = False) -> Skeleton:
+    """Hips (fixed), a spine of 3, arms and legs of 3 bones with random lengths and a slight
+    bend; effectors at the hand and foot tails. With ``spine_chains`` the hands' chains run
+    through the spine (one tree for both hands)."""
+    height = rng.uniform(1.4, 2.0)
+    arm = height * rng.uniform(0.28, 0.36) * rng.dirichlet([4, 4, 1.5])
+    leg = height * rng.uniform(0.42, 0.5) * rng.dirichlet([4, 4, 1.2])
+    bones: list[tuple[str, np.ndarray, np.ndarray, str | None]] = []
+    hip = np.array([0.0, 0.0, leg.sum() + 0.05])
+    bones.append(("hips", hip, hip + np.array([0, 0, 0.1]), None))
+    spine = height * rng.uniform(0.25, 0.32) / 3
+    top = hip + np.array([0, 0, 0.1])
+    for i in range(3):
+        bones.append(
+            (
+                f"spine{i}",
+                top,
+                top + np.array([0, 0.01 * i, spine]),
+                "hips" if i == 0 else f"spine{i - 1}",
+            )
+        )
+        top = top + np.array([0, 0.01 * i, spine])
+    for side, k in (("L", 1.0), ("R", -1.0)):
+        sh = top + np.array([0.18 * k * height / 1.7, 0, -0.05])
+        p, parent = sh, "spine2"
+        for name, length in zip(("upper_arm", "forearm", "hand"), arm, strict=True):
+            d = np.array([k, rng.uniform(-0.1, 0.1), rng.uniform(-0.15, 0.0)])
+            q = p + length * d / np.linalg.norm(d)
+            bones.append((f"{name}.{side}", p, q, parent))
+            p, parent = q, f"{name}.{side}"
+        p, parent = hip + np.array([0.1 * k, 0, 0]), "hips"
+        for name, length in zip(("thigh", "shin", "foot"), leg, strict=True):
+            d = np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.1, 0.1), -1.0])
+            if name == "foot":
+                d = np.array([0.0, -1.0, -0.3])
+            q = p + length * d / np.linalg.norm(d)
+            bones.append((f"{name}.{side}", p, q, parent))
+            p, parent = q, f"{name}.{side}"
+    names = [b[0] for b in bones]
+    world = {n: _frame(h, t) for n, h, t, _ in bones}
+    moving = {
+        f"{b}.{s}" for s in "LR" for b in ("upper_arm", "forearm", "hand", "thigh", "shin", "foot")
+    }
+    if spine_chains:
+        moving |= {"spine0", "spine1", "spine2"}
+    parents, rest, joints = [], [], []
+    for n, _, _, parent in bones:
+        parents.append(names.index(parent) if parent else -1)
+        rest.append(np.linalg.inv(world[parent]) @ world[n] if parent else world[n])
+        joints.append(Joint.ball() if n in moving else Joint.fixed())
+    effectors = [
+        Effector(names.index(f"{k}.{s}"), (0.0, float(np.linalg.norm(t - h)), 0.0), f"{k}.{s}")
+        for k in ("hand", "foot")
+        for s in "LR"
+        for n, h, t, _ in bones
+        if n == f"{k}.{s}"
+    ]
+    return Skeleton(parents, np.array(rest), joints, effectors, names=names)
+
+
+def targets(skel: Skeleton, rng: np.random.Generator, frames: int, far: int) -> np.ndarray:
+    """Targets at 67-97 % of each chain's reach from its fixed base, in random directions;
+    goal ``far`` at 1.3x its reach (out of reach)."""
+    reach, base, _ = skel.chain_reach()
+    from solvers import Pose
+
+    heads = skel.forward_kinematics(Pose.rest(skel.n_bones)).head[0, base]
+    d = rng.normal(size=(frames, skel.n_effectors, 3))
+    d /= np.linalg.norm(d, axis=-1, keepdims=True)
+    frac = rng.uniform(0.67, 0.97, size=(frames, skel.n_effectors))
+    frac[:, far] = 1.3
+    return heads + d * (frac * reach)[..., None]
+
+
+def test_independent_chains_are_separate_trees() -> None:
+    rng = np.random.default_rng(0)
+    assert [t.tolist() for t in ik_trees(random_humanoid(rng))] == [[0], [1], [2], [3]]
+    # hands through the spine share it: one tree; the feet stay on their own
+    assert [t.tolist() for t in ik_trees(random_humanoid(rng, True))] == [[0, 1], [2], [3]]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_goal_in_reach_is_met_whatever_another_trees_goal_does(method: str, seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    skel = random_humanoid(rng)
+    pos = targets(skel, rng, frames=12, far=0)  # hand.L out of reach
+    res = solve(skel, Goals(position=pos), Settings(method=method, max_iterations=300))
+    assert res.tree_reason is not None and len(res.trees) == 4
+    assert np.all(res.position_error[:, 1:] <= 1e-5), res.position_error[:, 1:].max()
+    assert np.all(res.goal_status[:, 0] == "out_of_reach")
+    assert np.all(res.goal_status[:, 1:] == "met")
+    assert "diverged" not in set(res.reason.tolist())
+    # the out-of-reach hand ends stretched toward its target: its best distance
+    reach, base, _ = skel.chain_reach()
+    from solvers import Pose
+
+    head = skel.forward_kinematics(Pose.rest(skel.n_bones)).head[0, base[0]]
+    best = np.linalg.norm(pos[:, 0] - head, axis=-1) - reach[0]
+    assert np.all(res.position_error[:, 0] <= best + 1e-3)
+
+
+@pytest.mark.parametrize("spine", [False, True])
+def test_a_tree_solved_with_others_gives_what_it_gives_alone(spine: bool) -> None:
+    rng = np.random.default_rng(7)
+    skel = random_humanoid(rng, spine)
+    pos = targets(skel, rng, frames=10, far=1)
+    settings = Settings(max_iterations=200)
+    together = solve(skel, Goals(position=pos), settings)
+    for tree in ik_trees(skel):
+        weight = np.zeros(skel.n_effectors)
+        weight[tree] = 1.0
+        alone = solve(skel, Goals(position=pos, position_weight=weight), settings)
+        bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
+        diff = np.abs(together.pose.rotations[:, bones] - alone.pose.rotations[:, bones]).max()
+        assert diff <= 1e-9, (tree, diff)
+        err = np.abs(together.position_error[:, tree] - alone.position_error[:, tree]).max()
+        assert err <= 1e-9
+
+
+@pytest.mark.parametrize("method", ("lm", "dls", "sdls", "transpose", "pseudoinverse"))
+def test_the_error_never_rises_and_no_solve_diverges(method: str) -> None:
+    rng = np.random.default_rng(11)
+    skel = random_humanoid(rng, True)
+    pos = targets(skel, rng, frames=16, far=0)
+    pos[:, 1] += rng.normal(scale=0.5, size=(16, 3))  # the other hand: anywhere
+    res = solve(skel, Goals(position=pos), Settings(method=method, max_iterations=60))
+    assert "diverged" not in set(res.reason.tolist())
+    first, last = res.history[0], res.history[-1]
+    assert np.all(last <= first + 1e-12)
+    assert set(res.goal_status.ravel().tolist()) <= {"met", "out_of_reach", "conflict"}
