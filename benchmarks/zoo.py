@@ -274,7 +274,11 @@ def markdown(out: dict[str, Any], command: str) -> str:
         orient = sum(1 for g in r["goals"] if g["orient_weight"])
         trees = [g["tree"] for g in r["goals"]]
         alone = sum(trees.count(t) == 1 for t in trees)
-        missed = [t for t, ok in r["targets"].items() if not ok]
+        missed = [
+            t + (f" (+{o['rms'] - b['rms']:.1e})" if t.startswith("rms") else "")
+            for t, ok in r["targets"].items()
+            if not ok
+        ]
         lines.append(
             f"| {name}: {r['description']} | {r['bones']} ({r['chain_bones']}) | "
             f"{len(r['goals'])} ({alone} independent{f', {orient} orient.' if orient else ''}) | "
@@ -282,7 +286,7 @@ def markdown(out: dict[str, Any], command: str) -> str:
             f"{_pct(o['reachable_under_1e-3'])} / {_pct(b['reachable_under_1e-3'])} | "
             f"{_pct(o['single_reachable_under_1e-3'])} / "
             f"{_pct(b['single_reachable_under_1e-3'])} ({r['single_reachable_samples']}) | "
-            f"{o['rms']:.3g} / {b['rms']:.3g} | {o['jumps_over_10deg']} / "
+            f"{o['rms']:.4g} / {b['rms']:.4g} | {o['jumps_over_10deg']} / "
             f"{b['jumps_over_10deg']} | {o['bake_time_median']:.2f} / "
             f"{b['bake_time_median']:.2f} | {o['keys']} / {b['keys']} | "
             f"{', '.join(missed) if missed else 'all met'}"
