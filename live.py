@@ -1,21 +1,35 @@
 """Live solving: armatures with ``jacobian_ik.use_live`` follow their targets as they move.
 
-A ``depsgraph_update_post`` handler re-solves the current frame of every live armature whose
-targets (or itself) changed, warm-started from the current pose, and writes the chain bones'
-rotation channels (keyed at the current frame when auto-keying is on). It is registered while
-at least one armature is live (``sync_handler``, called by the property's update callback and
-after a file is loaded) and removed otherwise and on unregister.
+Three handlers, installed while at least one armature is live (``sync_handler``, called by the
+property's update callback and after a file is loaded) and removed otherwise and on unregister:
 
-Re-entry: Blender evaluates once more after the handler without calling handlers again, so
-writing the pose does not trigger it; a flag guards against a nested evaluation anyway, and an
-update whose targets, armature and pose are what the last solve saw and wrote is skipped.
-The rig model is cached per armature (by name) and rebuilt when the goals, the solver
-settings, the rest pose or (when the armature itself was updated) the chains' IK settings
-change. The cache holds no Blender data, so undo and file loads cannot leave it dangling.
+- ``depsgraph_update_post`` (a target or the armature was moved, e.g. dragged): re-solve the
+  current frame of every live armature whose inputs changed, warm-started from the current
+  pose, and write the chain bones' rotation channels. With auto-keying on, the drag's keys are
+  written once when it ends (``_key_timer``), not on every update.
+- ``frame_change_post`` (scrubbing, playback, ``frame_set``, rendering): solve the new frame
+  before it is drawn or rendered, as a Converge bake does: every frame starts from its
+  animated pose, so a frame's pose does not depend on how it was reached (forward, backward or
+  by a jump give the same pose bit for bit; starting from the previous frame's solution instead
+  gave poses 2.3 rad apart on a 3-bone chain, the goal met either way). The targets and the
+  pose are read as the handler's depsgraph evaluated them (a render's own depsgraph included);
+  Blender evaluates the scene once more after the handler when it wrote something, so what is
+  drawn or rendered is the solved pose. Nothing is keyed.
+- ``frame_change_pre``: keys still pending from a drag are written before the frame changes.
+
+Re-entry: a flag makes the handlers return at once while one of them runs, and an update whose
+targets, armature and pose are what the last solve saw and wrote is skipped. A goal that cannot
+be solved (deleted target, NaN, a missing bone) switches Live off for that armature with the
+message in ``last_error`` (shown in the panel), so it does not fail on every frame; armatures
+without enabled goals are not solved at all. The rig model is cached per armature (by name)
+and rebuilt when the goals, the solver settings, the rest pose or (when the armature itself
+was updated) the chains' IK settings change. The cache holds no Blender data, so undo and file
+loads cannot leave it dangling.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import bpy
@@ -24,11 +38,16 @@ from bpy.app.handlers import persistent
 from .bridge.errors import RigError
 from .bridge.live_model import LiveModel, LiveResult
 from .bridge.settings import solver_settings
+from .bridge.suspend import is_suspended
 from .solvers import IKError
 
 _models: dict[str, LiveModel] = {}
-_errors: dict[str, str] = {}  # armature name -> the message of its last failed rebuild
+_errors: dict[str, str] = {}  # armature name -> why it is not (or no longer) solved
+_pending_keys: dict[str, int] = {}  # armature name -> the frame a drag's keys are due at
 _busy = False
+
+# While a drag runs, the key timer looks again this often (seconds).
+KEY_POLL = 0.1
 
 
 def live_armatures() -> list[Any]:
@@ -40,33 +59,71 @@ def live_armatures() -> list[Any]:
     ]
 
 
+def _handler_lists() -> list[tuple[list[Any], Callable[..., None]]]:
+    """(Blender's handler list, our handler) of every handler live solving installs."""
+    h = bpy.app.handlers
+    return [
+        (h.depsgraph_update_post, on_depsgraph_update),
+        (h.frame_change_post, on_frame_change),
+        (h.frame_change_pre, on_frame_change_pre),
+    ]
+
+
 def handler_installed() -> int:
-    """How many times our handler is in ``depsgraph_update_post`` (0 or 1)."""
+    """How many times our depsgraph handler is in ``depsgraph_update_post`` (0 or 1)."""
     return sum(h is on_depsgraph_update for h in bpy.app.handlers.depsgraph_update_post)
 
 
+def frame_handler_installed() -> int:
+    """How many times our frame handler is in ``frame_change_post`` (0 or 1)."""
+    return sum(h is on_frame_change for h in bpy.app.handlers.frame_change_post)
+
+
 def sync_handler() -> None:
-    """Install the depsgraph handler (once) when an armature is live, remove it otherwise."""
-    handlers = bpy.app.handlers.depsgraph_update_post
+    """Install the handlers (once) when an armature is live, remove them otherwise.
+
+    Inside one of our handlers Blender is iterating a handler list, and removing from it then
+    would skip the handler after ours: the removal is deferred to a timer in that case."""
     wanted = bool(live_armatures())
-    while not wanted and on_depsgraph_update in handlers:
-        handlers.remove(on_depsgraph_update)
-    if wanted and on_depsgraph_update not in handlers:
-        handlers.append(on_depsgraph_update)
+    if not wanted and _busy:
+        if not bpy.app.timers.is_registered(_deferred_sync):
+            bpy.app.timers.register(_deferred_sync, first_interval=0.0)
+        return
+    for handlers, fn in _handler_lists():
+        while not wanted and fn in handlers:
+            handlers.remove(fn)
+        if wanted and fn not in handlers:
+            handlers.append(fn)
     live = {ob.name for ob in live_armatures()}
     for name in list(_models):
         if name not in live:
             del _models[name]
+    for name in list(_pending_keys):
+        if name not in live:
+            del _pending_keys[name]
+
+
+def _deferred_sync() -> None:
+    """Timer: ``sync_handler`` outside our handlers."""
+    sync_handler()
 
 
 def use_live_changed(props: Any, context: Any) -> None:
     """Update callback of ``use_live``."""
+    ob = props.id_data
+    if props.use_live and ob is not None:
+        _errors.pop(ob.name, None)  # switched on again: try again
     sync_handler()
 
 
 def last_error(ob: Any) -> str:
-    """Why the live armature ``ob`` is not being solved ('' when it is)."""
+    """Why the live armature ``ob`` is not being solved, or why Live was switched off ('')."""
     return _errors.get(ob.name, "")
+
+
+def has_goals(ob: Any) -> bool:
+    """Whether ``ob`` has an enabled goal (armatures without one are never solved)."""
+    return any(g.enabled for g in ob.jacobian_ik.goals)
 
 
 def _model(ob: Any, check_ik: bool) -> LiveModel:
@@ -97,19 +154,34 @@ def store(ob: Any, live: LiveResult) -> None:
 
 
 def update_armature(
-    ob: Any, scene: Any, *, check_ik: bool = False, force: bool = False
+    ob: Any,
+    scene: Any,
+    *,
+    check_ik: bool = False,
+    force: bool = False,
+    start: str = "current",
+    depsgraph: Any = None,
 ) -> LiveResult | None:
-    """One live update of ``ob``: solve the current frame if something moved, write the pose,
-    key it when auto-keying is on. None when skipped; raises RigError on bad input."""
+    """One live update of ``ob``: solve the current frame if something moved (from ``start``,
+    see ``LiveModel.start_pose``) and write the pose. Nothing is keyed here (see
+    ``_key_timer``). None when skipped; raises RigError on bad input."""
     model = _model(ob, check_ik)
-    frame = scene.frame_current if scene.tool_settings.use_keyframe_insert_auto else None
     try:
-        live = model.update(ob, keyframe_at=frame, force=force)
+        live = model.update(ob, force=force, start=start, depsgraph=depsgraph)
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     if live is not None:
         store(ob, live)
     return live
+
+
+def switch_off(ob: Any, message: str) -> None:
+    """A goal of ``ob`` cannot be solved: Live off for it, with the message in the panel."""
+    _models.pop(ob.name, None)
+    _pending_keys.pop(ob.name, None)
+    _errors[ob.name] = f"Live switched off: {message}"
+    ob.jacobian_ik.use_live = False  # its update callback removes the handlers if none is left
+    print(f"Jacobian IK: {ob.name}: live solving switched off: {message}")
 
 
 def _updated_names(depsgraph: Any) -> set[str]:
@@ -124,37 +196,122 @@ def _updated_names(depsgraph: Any) -> set[str]:
     return names
 
 
+def _scene_armatures(scene: Any) -> list[Any]:
+    """The live armatures of ``scene`` that can be solved now (in it, not in edit mode, with
+    an enabled goal)."""
+    return [
+        ob
+        for ob in live_armatures()
+        if scene.objects.get(ob.name) is not None and ob.mode != "EDIT" and has_goals(ob)
+    ]
+
+
 @persistent
 def on_depsgraph_update(scene: Any, depsgraph: Any) -> None:
-    """Re-solve every live armature of ``scene`` (see the module docstring)."""
+    """Re-solve every live armature of ``scene`` whose inputs moved (see the module
+    docstring); with auto-keying on, note the frame to key when the drag ends."""
     global _busy
-    if _busy:
+    if _busy or is_suspended():
         return
     _busy = True
     try:
         updated: set[str] | None = None
-        for ob in live_armatures():
-            if scene.objects.get(ob.name) is None or ob.mode == "EDIT":
-                continue
+        auto_key = scene.tool_settings.use_keyframe_insert_auto
+        for ob in _scene_armatures(scene):
             if updated is None:
                 updated = _updated_names(depsgraph)
             check_ik = ob.name in updated or ob.data.name in updated
             try:
-                update_armature(ob, scene, check_ik=check_ik)
-            except RigError as exc:  # a half-made goal while editing: keep the last pose
-                _models.pop(ob.name, None)
-                _errors[ob.name] = str(exc)
-            else:
-                _errors.pop(ob.name, None)
+                live = update_armature(ob, scene, check_ik=check_ik)
+            except RigError as exc:
+                switch_off(ob, str(exc))
+                continue
+            _errors.pop(ob.name, None)
+            if live is not None and auto_key:
+                _pending_keys[ob.name] = scene.frame_current
+        if _pending_keys and not bpy.app.timers.is_registered(_key_timer):
+            bpy.app.timers.register(_key_timer, first_interval=KEY_POLL)
     finally:
         _busy = False
 
 
 @persistent
+def on_frame_change(scene: Any, depsgraph: Any = None) -> None:
+    """Solve the new frame of every live armature of ``scene`` (see the module docstring)."""
+    global _busy
+    if _busy or is_suspended():
+        return
+    _busy = True
+    try:
+        for ob in _scene_armatures(scene):
+            try:  # from the animated pose: the same pose however the frame was reached
+                update_armature(ob, scene, force=True, start="animated", depsgraph=depsgraph)
+            except RigError as exc:
+                switch_off(ob, str(exc))
+                continue
+            _errors.pop(ob.name, None)
+    finally:
+        _busy = False
+
+
+@persistent
+def on_frame_change_pre(scene: Any, depsgraph: Any = None) -> None:
+    """Before the frame changes: key what a drag left pending (its pose is still there)."""
+    if _pending_keys and not _busy and not is_suspended():
+        flush_keys()
+
+
+def drag_running() -> bool:
+    """Whether a transform (a drag of a target) is still running in some window."""
+    wm = bpy.context.window_manager
+    for window in getattr(wm, "windows", ()):
+        for op in getattr(window, "modal_operators", ()):
+            if op.bl_idname.startswith(("TRANSFORM_OT_", "VIEW3D_OT_", "GIZMO")):
+                return True
+    return False
+
+
+def flush_keys() -> int:
+    """Key the pose of every armature a drag left pending, at the drag's frame, as one undo
+    step; returns the keys written."""
+    global _busy
+    pending = dict(_pending_keys)
+    _pending_keys.clear()
+    keys = 0
+    _busy = True  # keying tags the armature: no re-solve for it
+    try:
+        for name, frame in pending.items():
+            ob = bpy.data.objects.get(name)
+            model = _models.get(name)
+            if ob is None or model is None or not ob.jacobian_ik.use_live:
+                continue
+            keys += model.key_pose(ob, frame)
+    finally:
+        _busy = False
+    if keys:
+        try:  # all the drag's keys: one undo step
+            bpy.ops.ed.undo_push(message="Jacobian IK: key live pose")
+        except RuntimeError:  # no undo stack (background mode)
+            pass
+    return keys
+
+
+def _key_timer() -> float | None:
+    """Timer: once no drag runs any more, write the drag's keys (one per channel)."""
+    if not _pending_keys:
+        return None
+    if drag_running():
+        return KEY_POLL
+    flush_keys()
+    return None
+
+
+@persistent
 def on_load_post(*_args: Any) -> None:
-    """A file was loaded: forget the old file's models, (re)install the handler as needed."""
+    """A file was loaded: forget the old file's models, (re)install the handlers as needed."""
     _models.clear()
     _errors.clear()
+    _pending_keys.clear()
     sync_handler()
 
 
@@ -166,11 +323,12 @@ def register() -> None:
 
 
 def unregister() -> None:
-    for handlers, fn in (
-        (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
-        (bpy.app.handlers.load_post, on_load_post),
-    ):
+    for handlers, fn in (*_handler_lists(), (bpy.app.handlers.load_post, on_load_post)):
         while fn in handlers:
             handlers.remove(fn)
+    for timer in (_key_timer, _deferred_sync):
+        if bpy.app.timers.is_registered(timer):
+            bpy.app.timers.unregister(timer)
     _models.clear()
     _errors.clear()
+    _pending_keys.clear()

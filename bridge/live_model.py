@@ -194,6 +194,8 @@ class LiveModel:
         # the last solve's input and output (skip updates that change nothing; warm start)
         self.last_input: Array | None = None
         self.last_rotations: Array | None = None  # (K, 3, 3) free bones, float64
+        # the chain bones' rotations as last set by animation or by hand (not by us)
+        self.held: Array | None = None
         self.base_inverse = np.eye(4)
 
     def _reach_setup(self, goals: list[Any]) -> None:
@@ -226,8 +228,15 @@ class LiveModel:
         return bool(rest_key(ob) == self.rest_key and ik_key(ob, self.free_names) == self.ik_key)
 
     # -- reading ---------------------------------------------------------------------------
-    def read(self, ob: Any) -> tuple[Array, Array, Array]:
-        """(targets (E, 4, 4) world, base (4, 4), pose-space matrices and bases (2, B, 4, 4))."""
+    def read(self, ob: Any, depsgraph: Any = None) -> tuple[Array, Array, Array]:
+        """(targets (E, 4, 4) world, base (4, 4), pose-space matrices and bases (2, B, 4, 4)).
+
+        With ``depsgraph`` the armature and the targets are read as that depsgraph evaluated
+        them (a render's depsgraph: the originals still hold the viewport's frame)."""
+
+        def evaluated(ob: Any) -> Any:
+            return ob if depsgraph is None else ob.evaluated_get(depsgraph)
+
         goals = [g for g in ob.jacobian_ik.goals if g.enabled]
         targets = np.empty((len(goals), 4, 4))
         if len(goals) != len(self.target_names):
@@ -235,30 +244,50 @@ class LiveModel:
         for e, g in enumerate(goals):
             if g.target is None:
                 raise RigError(f"{rig.goal_label(e, g)}: no target object")
-            targets[e] = g.target.matrix_world
+            target = evaluated(g.target)
+            targets[e] = target.matrix_world
             if self.target_bones[e]:
-                targets[e] = targets[e] @ np.array(g.target.pose.bones[self.target_bones[e]].matrix)
-        world = ob.matrix_world
+                targets[e] = targets[e] @ np.array(target.pose.bones[self.target_bones[e]].matrix)
+        if not np.isfinite(targets).all():
+            bad = int(np.flatnonzero(~np.isfinite(targets).reshape(len(goals), -1).all(1))[0])
+            raise RigError(f"{rig.goal_label(bad, goals[bad])}: the target's matrix is not finite")
+        arm = evaluated(ob)
+        world = arm.matrix_world
         base = np.array(world, dtype=np.float64)
         self.base_inverse = np.array(world.inverted_safe(), dtype=np.float64)
-        pbones = ob.pose.bones
+        pbones = arm.pose.bones
         buf = np.empty((2, len(pbones) * 16), dtype=np.float32)
         pbones.foreach_get("matrix", buf[0])
         pbones.foreach_get("matrix_basis", buf[1])
         bones = np.swapaxes(buf.reshape(2, -1, 4, 4), 2, 3)[:, self.pose_index]
         return targets, base, bones.astype(np.float64)
 
-    def start_pose(self, bones: Array) -> Pose:
+    def start_pose(self, bones: Array, start: str = "current") -> Pose:
         """The start pose: chain bones from their channels (the last solve's exact rotations
         when the channels still hold them), the bones below them from their evaluated matrices
         relative to their parents. The bones above the chains are taken as evaluated (their
-        frames are passed to the solver as they are) and get their rest pose here."""
+        frames are passed to the solver as they are) and get their rest pose here.
+
+        ``start`` (the chain bones): "current" their channels as above; "animated" (on a frame
+        change) the animated pose: a bone whose channels hold our last write (not animated)
+        starts from the value it had before live solving wrote it (``held``), any other from
+        its channels, so the result at a frame does not depend on the frames solved before."""
         evaluated, basis = bones
         n = len(self.names)
         rot = self.eye.copy()
         loc = np.zeros((n, 3))
         free_rot = basis[self.free, :3, :3]
-        if self.last_rotations is not None and _close(free_rot, self.last_rotations):
+        if self.last_rotations is None:
+            ours = np.zeros(len(self.free), dtype=bool)
+        else:
+            ours = np.abs(free_rot - self.last_rotations).max(axis=(1, 2)) <= 1e-5
+        if self.held is None:
+            self.held = rig.nearest_rotation(free_rot)
+        else:  # channels set by animation or by hand since our last write: the new hold
+            self.held[~ours] = rig.nearest_rotation(free_rot[~ours])
+        if start == "animated":
+            rot[self.free] = self.held
+        elif ours.all():
             rot[self.free] = self.last_rotations  # warm start from the exact last result
         else:
             rot[self.free] = rig.nearest_rotation(free_rot)
@@ -358,19 +387,41 @@ class LiveModel:
             keys += 4 if attr != "rotation_euler" else 3
         return keys
 
+    def key_pose(self, ob: Any, frame: int) -> int:
+        """Key at ``frame`` every channel an update writes (the chain bones' rotations; with
+        IK stretch their scale, with move_root the root's location) as they are now; returns
+        the keys written. Live solving keys once when a drag ends, with this."""
+        keys = self.keyframe(ob, frame)
+        if self.like_run:
+            model = build_model(ob)
+            channels = [(model.names[b], "scale") for b in limits.stretch_bones(model)]
+            if model.root >= 0:
+                channels.append((model.names[model.root], "location"))
+            for name, attr in channels:
+                ob.pose.bones[name].keyframe_insert(attr, frame=frame, group=name)
+                keys += 3
+        return keys
+
     def update(
-        self, ob: Any, *, keyframe_at: int | None = None, force: bool = False
+        self,
+        ob: Any,
+        *,
+        keyframe_at: int | None = None,
+        force: bool = False,
+        start: str = "current",
+        depsgraph: Any = None,
     ) -> LiveResult | None:
-        """Read the targets and current pose, solve from it and write the chain's channels
-        (keyed at ``keyframe_at`` when given). None when nothing moved since the last update
-        (unless ``force``)."""
+        """Read the targets and current pose (as ``depsgraph`` evaluated them, when given),
+        solve from ``start`` (see ``start_pose``) and write the chain's channels (keyed at
+        ``keyframe_at`` when given). None when nothing moved since the last update (unless
+        ``force``)."""
         if self.like_run:
             return self._update_like_run(ob, keyframe_at)
         t0 = time.perf_counter()
-        targets, base, bones = self.read(ob)
+        targets, base, bones = self.read(ob, depsgraph)
         if not force and self.unchanged(targets, base, bones):
             return None
-        pose = self.start_pose(bones)
+        pose = self.start_pose(bones, start)
         t1 = time.perf_counter()
         result = self.solve(targets, base, pose, bones[0])
         t2 = time.perf_counter()

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
 from . import full_body
 from .errors import RigError
+from .suspend import suspended
 
 Array = NDArray[np.float64]
 
@@ -427,6 +428,7 @@ def current_evaluator(context_view_layer: Any) -> Callable[[int], None]:
 
 def frame_evaluator(scene: Any) -> Callable[[int], None]:
     def evaluate(frame: int) -> None:
-        scene.frame_set(frame)
+        with suspended():  # the animated pose at that frame, not a live solution of it
+            scene.frame_set(frame)
 
     return evaluate

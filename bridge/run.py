@@ -22,6 +22,7 @@ from ..solvers import IKError, Pose, solve
 from . import actions, full_body, limits, poles, reduce, rig, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
+from .suspend import suspended
 
 Array = NDArray[np.float64]
 
@@ -278,7 +279,8 @@ def run_steps(
             yield 0.9 * (first + len(chunk)) / len(frame_list)
     finally:
         if frames is not None:
-            scene.frame_set(original_frame)
+            with suspended():
+                scene.frame_set(original_frame)
     t2 = time.perf_counter()
     rotations, position_error, rotation_error, iterations, success = (
         np.concatenate(parts) for parts in zip(*pieces, strict=True)
@@ -318,7 +320,8 @@ def run_steps(
     elif frames is not None or keyframe:
         keys = full_keys = write.write_keys(ob, channels, frame_list)
     if frames is not None:
-        scene.frame_set(original_frame)  # show the keyed pose
+        with suspended():
+            scene.frame_set(original_frame)  # show the keyed pose
     t3 = time.perf_counter()
 
     report = RunReport(

@@ -28,7 +28,9 @@ class VIEW3D_PT_jacobian_ik_live(bpy.types.Panel):
     @classmethod
     def poll(cls, context: Any) -> bool:
         ob = context.object
-        return ob is not None and ob.type == "ARMATURE" and ob.jacobian_ik.use_live
+        if ob is None or ob.type != "ARMATURE":
+            return False
+        return bool(ob.jacobian_ik.use_live or live.last_error(ob))  # or why it went off
 
     def draw(self, context: Any) -> None:
         layout: Any = self.layout

@@ -147,34 +147,84 @@ def test_auto_key_off_writes_no_keys(live_chain: Any) -> None:
     assert ob.animation_data is None or ob.animation_data.action is None
 
 
-def keyed_frames(ob: Any) -> set[float]:
+def fcurves(ob: Any) -> list[Any]:
     from bpy_extras import anim_utils
 
     action = ob.animation_data.action
     if hasattr(action, "fcurves") and not hasattr(action, "layers"):  # Blender 4.2
-        curves = list(action.fcurves)
-    else:
-        bag = anim_utils.action_get_channelbag_for_slot(action, ob.animation_data.action_slot)
-        curves = list(bag.fcurves)
+        return list(action.fcurves)
+    bag = anim_utils.action_get_channelbag_for_slot(action, ob.animation_data.action_slot)
+    return list(bag.fcurves)
+
+
+def keyed_frames(ob: Any) -> set[float]:
+    curves = fcurves(ob)
     assert curves
     return {k.co.x for fc in curves for k in fc.keyframe_points}
 
 
-def test_auto_key_on_keys_current_frame_only(live_chain: Any) -> None:
+def test_auto_key_on_keys_once_when_the_drag_ends(
+    live_chain: Any, addon: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headless there is no drag: the updates are simulated with view-layer updates and the
+    drag's end with ``drag_running`` (the check of the windows' modal operators) and the key
+    timer called by hand (Blender calls it every ``KEY_POLL`` seconds)."""
     ob, empty = live_chain
+    live = addon.live
     scene = bpy.context.scene
     scene.tool_settings.use_keyframe_insert_auto = True
     try:
         scene.frame_set(12)
-        empty.location = (0.4, 1.0, 1.2)
-        bpy.context.view_layer.update()
+        for step in range(5):  # one drag: five updates
+            empty.location = (0.4 + 0.05 * step, 1.0, 1.2)
+            bpy.context.view_layer.update()
+        assert ob.animation_data is None  # nothing keyed per update
+        assert live._pending_keys == {ob.name: 12}
+        assert bpy.app.timers.is_registered(live._key_timer)
+        monkeypatch.setattr(live, "drag_running", lambda: True)
+        assert live._key_timer() == live.KEY_POLL  # still dragging: look again later
+        assert ob.animation_data is None
+        monkeypatch.setattr(live, "drag_running", lambda: False)
+        assert live._key_timer() is None  # the drag ended: keyed, timer done
+        curves = fcurves(ob)
+        assert len(curves) == 3 * 4  # b0..b2 quaternions
+        assert all(len(fc.keyframe_points) == 1 for fc in curves)  # one key each
         assert keyed_frames(ob) == {12.0}
-        empty.location = (0.6, 1.1, 1.0)
-        bpy.context.view_layer.update()
-        assert keyed_frames(ob) == {12.0}  # replaced, not added
+        for fc in curves:  # the pose at the end of the drag
+            bone = fc.data_path.split('"')[1]
+            value = ob.pose.bones[bone].rotation_quaternion[fc.array_index]
+            assert fc.keyframe_points[0].co.y == pytest.approx(value, abs=1e-6)
         assert distance(ob, empty) < 1e-4
+        assert not live._pending_keys
     finally:
         scene.tool_settings.use_keyframe_insert_auto = False
+        if bpy.app.timers.is_registered(live._key_timer):
+            bpy.app.timers.unregister(live._key_timer)
+
+
+def test_pending_keys_land_before_a_frame_change(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    scene = bpy.context.scene
+    scene.tool_settings.use_keyframe_insert_auto = True
+    try:
+        scene.frame_set(5)
+        empty.location = (0.4, 1.0, 1.2)
+        bpy.context.view_layer.update()
+        dragged = [pb.rotation_quaternion.copy() for pb in ob.pose.bones]
+        scene.frame_set(6)  # before the timer fired: keyed at 5, with the dragged pose
+        assert keyed_frames(ob) == {5.0}
+        for fc in fcurves(ob):
+            bone = int(fc.data_path.split('"')[1][1:])
+            assert fc.keyframe_points[0].co.y == pytest.approx(
+                dragged[bone][fc.array_index], abs=1e-6
+            )
+        for frame in range(7, 12):  # playback keys nothing
+            scene.frame_set(frame)
+        assert keyed_frames(ob) == {5.0}
+    finally:
+        scene.tool_settings.use_keyframe_insert_auto = False
+        if bpy.app.timers.is_registered(addon.live._key_timer):
+            bpy.app.timers.unregister(addon.live._key_timer)
 
 
 def test_unregister_leaves_no_handler(live_chain: Any, addon: ModuleType) -> None:
@@ -187,14 +237,166 @@ def test_unregister_leaves_no_handler(live_chain: Any, addon: ModuleType) -> Non
     assert handlers(addon) == 1  # the live armature is still in the file
 
 
-def test_bad_goal_keeps_pose_and_reports(live_chain: Any, addon: ModuleType) -> None:
+def test_bad_goal_switches_live_off_with_a_message(live_chain: Any, addon: ModuleType) -> None:
     ob, empty = live_chain
     ob.jacobian_ik.goals[0].bone = "missing"
     before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
     empty.location = (0.0, 2.0, 1.0)
-    bpy.context.view_layer.update()
+    bpy.context.view_layer.update()  # raises nothing
     assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == before
+    assert not ob.jacobian_ik.use_live
     assert "missing" in addon.live.last_error(ob)
+    # switched off inside the handler: the handlers go at the next timer tick (called here)
+    assert bpy.app.timers.is_registered(addon.live._deferred_sync)
+    bpy.app.timers.unregister(addon.live._deferred_sync)
+    addon.live._deferred_sync()
+    assert handlers(addon) == 0 and addon.live.frame_handler_installed() == 0
+    ob.jacobian_ik.goals[0].bone = "b2"
+    ob.jacobian_ik.use_live = True  # on again: the message goes, solving resumes
+    assert addon.live.last_error(ob) == ""
+    bpy.context.view_layer.update()
+    assert distance(ob, empty) < 1e-4
+
+
+@pytest.mark.parametrize("bad", ["deleted", "nan"])
+def test_bad_target_on_frame_change(live_chain: Any, addon: ModuleType, bad: str) -> None:
+    ob, empty = live_chain
+    if bad == "deleted":
+        bpy.data.objects.remove(empty)
+    else:
+        empty.matrix_world.translation = (float("nan"), 0.0, 0.0)
+    bpy.context.scene.frame_set(3)  # raises nothing
+    assert not ob.jacobian_ik.use_live
+    message = addon.live.last_error(ob)
+    assert ("no target" in message) if bad == "deleted" else ("not finite" in message)
+    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+    bpy.context.scene.frame_set(4)  # nothing solved any more
+    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == before
+    if bpy.app.timers.is_registered(addon.live._deferred_sync):
+        bpy.app.timers.unregister(addon.live._deferred_sync)
+
+
+def test_no_enabled_goal_is_not_solved(live_chain: Any, addon: ModuleType) -> None:
+    ob, empty = live_chain
+    ob.jacobian_ik.goals[0].enabled = False
+    calls = []
+    original = addon.live.update_armature
+    addon.live.update_armature = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        empty.location = (0.2, 1.0, 1.0)
+        bpy.context.view_layer.update()
+        bpy.context.scene.frame_set(7)
+    finally:
+        addon.live.update_armature = original
+    assert calls == [] and ob.jacobian_ik.use_live and addon.live.last_error(ob) == ""
+
+
+def animated_chain(arm_chain: Any) -> tuple[Any, Any]:
+    """The 3-bone chain with its target keyed along a reachable curve over frames 1-121."""
+    ob, empty = arm_chain(target=(1.0, 1.5, 0.5))
+    for frame in range(1, 122, 10):
+        t = (frame - 1) / 120 * 2 * np.pi
+        empty.location = (1.2 * np.cos(t), 1.4 + 0.6 * np.sin(2 * t), 0.8 * np.sin(t))
+        empty.keyframe_insert("location", frame=frame)
+    bpy.context.scene.frame_set(1)
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    return ob, empty
+
+
+def drawn_tip(ob: Any) -> Vector:
+    """The chain's tip as the depsgraph evaluated it (what the viewport draws)."""
+    evaluated = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return evaluated.matrix_world @ evaluated.pose.bones["b2"].tail
+
+
+def test_frame_change_solves_animated_targets(arm_chain: Any, addon: ModuleType) -> None:
+    ob, empty = animated_chain(arm_chain)
+    assert addon.live.frame_handler_installed() == 1
+    tolerance = ob.jacobian_ik.tolerance
+    for frame in (10, 40, 80, 120, 121, 1, 57):
+        bpy.context.scene.frame_set(frame)
+        target = empty.matrix_world.translation
+        assert (drawn_tip(ob) - target).length < 10 * tolerance, frame
+        assert ob.jacobian_ik.goals[0].error <= tolerance
+    assert ob.animation_data is None  # nothing keyed
+
+
+def test_render_solves_the_rendered_frames(
+    arm_chain: Any, addon: ModuleType, tmp_path: Path
+) -> None:
+    """An animation render (Cycles, 4x4 pixels, 1 sample) changes frames through its own
+    depsgraph while the originals stay at the viewport's frame: each rendered frame is solved
+    from what that depsgraph evaluated, and the pose Blender renders (the channels it copies
+    after the handler) reaches the target at that frame."""
+    ob, empty = animated_chain(arm_chain)
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    camera = bpy.data.objects.new("Cam", bpy.data.cameras.new("Cam"))
+    scene.collection.objects.link(camera)
+    scene.camera = camera
+    scene.render.engine = "CYCLES"
+    scene.cycles.samples = 1
+    scene.render.resolution_x = scene.render.resolution_y = 4
+    scene.render.filepath = str(tmp_path / "f")
+    scene.frame_start, scene.frame_end = 40, 41
+    solved: dict[int, tuple[str, float]] = {}
+    rendered: dict[int, list[Any]] = {}
+    original = addon.live.update_armature
+
+    def record(ob: Any, scene: Any, **kw: Any) -> Any:
+        res = original(ob, scene, **kw)
+        mode = kw["depsgraph"].mode if kw.get("depsgraph") is not None else "none"
+        solved[scene.frame_current] = (mode, float(res.result.position_error[0, 0]))
+        return res
+
+    def after_render(scene: Any, *_args: Any) -> None:  # the channels the frame was rendered with
+        rendered[scene.frame_current] = [pb.rotation_quaternion.copy() for pb in ob.pose.bones]
+
+    addon.live.update_armature = record
+    bpy.app.handlers.render_post.append(after_render)
+    try:
+        bpy.ops.render.render(animation=True)
+    finally:
+        addon.live.update_armature = original
+        bpy.app.handlers.render_post.remove(after_render)
+    for frame in (40, 41):
+        assert solved[frame][0] == "RENDER" and solved[frame][1] < 1e-4
+        with addon.bridge.suspend.suspended():  # the viewport at that frame, not solved
+            scene.frame_set(frame)
+        for pb, q in zip(ob.pose.bones, rendered[frame], strict=True):
+            pb.rotation_quaternion = q
+        assert distance(ob, empty) < 1e-4, frame
+
+
+def test_frame_result_does_not_depend_on_the_path(arm_chain: Any, addon: ModuleType) -> None:
+    """The same frame reached playing forward, backward and by a jump: the same pose (every
+    frame from its animated pose), coherent from frame to frame."""
+    ob, empty = animated_chain(arm_chain)
+    scene = bpy.context.scene
+    frames = range(20, 61)
+    forward, backward, jumped = {}, {}, {}
+    previous = None
+    for frame in frames:
+        scene.frame_set(frame)
+        forward[frame] = (drawn_tip(ob), [pb.rotation_quaternion.copy() for pb in ob.pose.bones])
+        if previous is not None:  # coherent: no flips between frames
+            for a, b in zip(previous, forward[frame][1], strict=True):
+                assert a.rotation_difference(b).angle < 0.3 and a.dot(b) > 0
+        previous = forward[frame][1]
+    for frame in reversed(frames):
+        scene.frame_set(frame)
+        backward[frame] = (drawn_tip(ob), [pb.rotation_quaternion.copy() for pb in ob.pose.bones])
+    for frame in (60, 20, 45, 33, 51):  # jumps: from the animated pose
+        scene.frame_set(100)
+        scene.frame_set(frame)
+        jumped[frame] = (drawn_tip(ob), [pb.rotation_quaternion.copy() for pb in ob.pose.bones])
+        assert (empty.matrix_world.translation - jumped[frame][0]).length < 1e-4
+    for frame, (tip_jumped, pose_jumped) in jumped.items():
+        for other in (forward[frame], backward[frame]):
+            assert (other[0] - tip_jumped).length < 1e-4
+            for a, b in zip(other[1], pose_jumped, strict=True):
+                assert a.rotation_difference(b).angle < 1e-4
 
 
 def test_solve_pose_api(arm_chain: Any, addon: ModuleType) -> None:
