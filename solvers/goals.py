@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -83,12 +83,22 @@ class PreparedGoals:
             None if self.balance is None else self.balance.take(i),
         )
 
-    def only(self, effectors: NDArray[np.intp]) -> PreparedGoals:
-        """These goals with every goal but ``effectors`` weighing nothing (one IK tree's)."""
-        keep = np.zeros(len(self.w_pos), dtype=bool)
-        keep[effectors] = True
-        return replace(
-            self, w_pos=np.where(keep, self.w_pos, 0.0), w_rot=np.where(keep, self.w_rot, 0.0)
+    def select(self, effectors: NDArray[np.intp]) -> PreparedGoals:
+        """The goals of ``effectors`` only (one IK tree's, for its own skeleton)."""
+        i = np.asarray(effectors)
+        return PreparedGoals(
+            self.position[:, i],
+            self.rotation_model[:, i],
+            self.w_pos[i],
+            self.w_rot[i],
+            self.lin,
+            self.trans,
+            self.lin_inv,
+            self.secondary[i],
+            self.aim[i],
+            self.is_aim[i],
+            self.support[i],
+            None,
         )
 
     def support_point(self) -> Array:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -66,7 +66,7 @@ class Settings:
     max_iterations: int = 100
     tolerance: float = 1e-5
     rotation_tolerance: float = 1e-4
-    gradient_tolerance: float = 1e-4
+    gradient_tolerance: float = 1e-3
     reject_rising_steps: bool = True
     stagnation: float = 0.0
     step_tolerance: float = 1e-10
@@ -237,14 +237,18 @@ def solve(
         g.balance = prepare_balance(goals.balance, skeleton, g.frames, g.support_point())
     trees = ik_trees(skeleton) if g.balance is None else [np.arange(skeleton.n_effectors)]
     if len(trees) == 1:
-        result = _solve_tree(skeleton, g, settings, start, resume, None)
+        result = _solve_tree(skeleton, g, settings, start, resume)
         result.trees = trees
     else:
         carried = (resume or {}).get("trees", [None] * len(trees))
         parts = []
         for tree, carry in zip(trees, carried, strict=True):
-            dofs = skeleton.dof_moves[tree].any(axis=0)
-            parts.append(_solve_tree(skeleton, g.only(tree), settings, start, carry, dofs))
+            # each tree on its own skeleton: the bones from the roots to its goals
+            sub, bones, _ = skeleton.subtree(tree)
+            st = settings
+            if settings.rest_pose is not None:
+                st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
+            parts.append(_solve_tree(sub, g.select(tree), st, _bones(start, bones), carry))
         result = _merge(skeleton, start, trees, parts)
     if g.balance is not None:
         kin = skeleton.forward_kinematics(result.pose)
@@ -280,34 +284,38 @@ def _solve_tree(
     settings: Settings,
     start: Pose,
     resume: dict[str, Any] | None,
-    dofs: NDArray[np.bool_] | None,
 ) -> SolveResult:
-    """One IK tree (the goals of the others weigh nothing, their DOFs are locked)."""
+    """One IK tree, converge or track mode."""
     problem = _Problem(skeleton, g, settings)
     method = settings.make_method()
     if problem.rows.size == 0:  # a tree of zero-weight goals: nothing to do
-        res = _iterate(problem, method, g, start, 0, track=True, dof_mask=dofs)
+        res = _iterate(problem, method, g, start, 0, track=True)
         res.reason[:] = "converged"
         return res
     if settings.mode == "converge":
-        return _iterate(problem, method, g, start, settings.max_iterations, False, None, dofs)
-    return _track(problem, method, g, start, resume, dofs)
+        return _iterate(problem, method, g, start, settings.max_iterations, False)
+    return _track(problem, method, g, start, resume)
+
+
+def _bones(pose: Pose, bones: NDArray[np.intp]) -> Pose:
+    return Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
 
 
 def _merge(
     skeleton: Skeleton, start: Pose, trees: list[NDArray[np.intp]], parts: list[SolveResult]
 ) -> SolveResult:
-    """One result from the trees' results: each bone and goal from the tree that moves it."""
+    """One result from the trees' results: each bone and goal from the tree that solves it."""
     pose = start.copy()
     frames = start.frames
     pos = np.zeros((frames, skeleton.n_effectors))
     rot = np.zeros((frames, skeleton.n_effectors))
     for tree, part in zip(trees, parts, strict=True):
-        bones = np.unique(skeleton.dof_bone[skeleton.dof_moves[tree].any(axis=0)])
-        pose.rotations[:, bones] = part.pose.rotations[:, bones]
-        pose.locations[:, bones] = part.pose.locations[:, bones]
-        pose.stretch[:, bones] = part.pose.stretch[:, bones]
-        pos[:, tree], rot[:, tree] = part.position_error[:, tree], part.rotation_error[:, tree]
+        _, bones, solved = skeleton.subtree(tree)
+        into, out = bones[solved], np.flatnonzero(solved)
+        pose.rotations[:, into] = part.pose.rotations[:, out]
+        pose.locations[:, into] = part.pose.locations[:, out]
+        pose.stretch[:, into] = part.pose.stretch[:, out]
+        pos[:, tree], rot[:, tree] = part.position_error, part.rotation_error
     reasons = np.stack([p.reason for p in parts])  # (T, F)
     # a frame's reason: "converged" when every tree converged, else the first tree's that did not
     first = np.argmax(reasons != "converged", axis=0)
@@ -372,7 +380,6 @@ def _track(
     g: PreparedGoals,
     start: Pose,
     carry: dict[str, Any] | None,
-    dofs: NDArray[np.bool_] | None = None,
 ) -> SolveResult:
     steps = problem.settings.track_steps
     frames = g.frames
@@ -382,7 +389,7 @@ def _track(
     pieces = []
     current = start[0]
     for f in range(frames):
-        res = _iterate(problem, method, g.take(np.array([f])), current, steps, True, carry, dofs)
+        res = _iterate(problem, method, g.take(np.array([f])), current, steps, True, carry)
         out.put(np.array([f]), res.pose)
         current = res.pose
         pieces.append(res)
@@ -492,10 +499,8 @@ def _iterate(
     max_iter: int,
     track: bool,
     carry: dict[str, Any] | None = None,
-    dof_mask: NDArray[np.bool_] | None = None,
 ) -> SolveResult:
-    """Iterate all frames of ``goals`` from ``start``; the core loop (``dof_mask``: the DOFs
-    that may move, those of one IK tree; default all).
+    """Iterate all frames of ``goals`` from ``start``; the core loop.
 
     Each pass: forward kinematics, errors, stop tests (a stopped frame leaves the working
     arrays with its best pose), then one step of the method on the weighted Jacobian, the
@@ -533,9 +538,7 @@ def _iterate(
         prev_colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
         scale=np.ones(frames),
         kicks=np.zeros(frames, dtype=np.intp),
-        colw=np.broadcast_to(
-            skel.dof_weight if dof_mask is None else skel.dof_weight * dof_mask, (frames, n)
-        ).copy(),
+        colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
         prev_pos=carry.get("prev_pos"),
         targets_model=goals.targets_model() if st.jacobian_at_targets else None,
