@@ -21,15 +21,17 @@ case $line in
   *) echo "unknown Blender line '$line' (4.2, 4.5, 5.0 or 5.2)" >&2; exit 2 ;;
 esac
 
-# The Python this line's wheels are built for: PYTHON311/PYTHON313, pythonX.Y on PATH, or pyenv's.
+# The Python this line's wheels are built for: PYTHON311/PYTHON313, pythonX.Y on PATH, or pyenv's
+# (a candidate counts only if it runs: pyenv's shims exist for versions that are not active).
 find_python() {
-  local v=$1 var="PYTHON${1/./}"
-  if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
-  if command -v "python$v" >/dev/null; then command -v "python$v"; return; fi
-  local root
+  local v=$1 var="PYTHON${1/./}" root p
   root=$( (pyenv root 2>/dev/null) || echo "$HOME/.pyenv")
-  for p in "$root"/versions/"$v".*/bin/python"$v"; do
-    if [ -x "$p" ]; then echo "$p"; return; fi
+  for p in "${!var:-}" "$(command -v "python$v" || true)" "$root"/versions/"$v".*/bin/python"$v"; do
+    if [ -n "$p" ] && [ -x "$p" ] && "$p" -c "import sys; assert sys.version_info[:2] == (${v/./, })" \
+      2>/dev/null; then
+      echo "$p"
+      return
+    fi
   done
   return 1
 }
@@ -57,10 +59,11 @@ fi
 versions=$("$venv/bin/python" -c \
   "import bpy, numpy, sys; print(f'bpy {bpy.app.version_string}, Python {sys.version_info[0]}.{sys.version_info[1]}, numpy {numpy.__version__}')")
 
-# Some bpy builds crash when the interpreter exits after the tests: judge by pytest's summary
-# line (python -u: written before any crash, not lost in a pipe buffer).
+# Some bpy builds crash (4.2) or hang (4.5) when the interpreter exits after the tests:
+# JIK_HARD_EXIT makes tests/conftest.py end the process right after pytest's summary, and the
+# line is judged by that summary (python -u: written at once, not lost in a pipe buffer).
 log=$(mktemp)
-"$venv/bin/python" -u -m pytest tests/blender tests/solvers -q -p no:cacheprovider \
+JIK_HARD_EXIT=1 "$venv/bin/python" -u -m pytest tests/blender tests/solvers -q -p no:cacheprovider \
   -W ignore::DeprecationWarning "$@" | tee "$log" || true
 summary=$(grep -E "[0-9]+ (passed|failed|errors?)( |,|$)" "$log" | tail -n 1)
 passed=$(grep -oE "[0-9]+ passed" <<<"$summary" | grep -oE "[0-9]+" || echo 0)
