@@ -1,8 +1,10 @@
 """Goals and solver settings stored on each armature object as ``obj.jacobian_ik``."""
 
+import math
 from typing import Any
 
 import bpy
+from bpy.app.handlers import persistent
 from bpy.props import (
     BoolProperty,
     CollectionProperty,
@@ -13,26 +15,14 @@ from bpy.props import (
     StringProperty,
 )
 
+from . import live
+from .bridge.settings import parameter_property
 from .solvers import METHODS
+from .solvers.methods import Param
 
-# (identifier, name, description): identifiers are the solver's method names in upper case.
-METHOD_ITEMS = [
-    ("TRANSPOSE", "Jacobian Transpose", "Step along J^T e (Wolovich and Elliott)"),
-    ("PSEUDOINVERSE", "Pseudoinverse", "Undamped least squares step J^+ e"),
-    ("GAUSS_NEWTON", "Gauss-Newton", "Gauss-Newton step on the weighted residual"),
-    ("STEEPEST_DESCENT", "Steepest Descent", "Gradient step with an exact line search"),
-    ("DLS", "Damped Least Squares", "Constant damping (Wampler; Nakamura and Hanafusa)"),
-    ("DLS_NAKAMURA_HANAFUSA", "DLS, Nakamura-Hanafusa", "Damping grows near singularities"),
-    ("DLS_KELMAR", "DLS, Kelmar-Khosla", "Damping from the manipulability measure"),
-    ("DLS_CHAN_LAWRENCE", "DLS, Chan-Lawrence", "Damping from the error size"),
-    ("DLS_MACIEJEWSKI_KLEIN", "DLS, Maciejewski-Klein", "Damping from the smallest singular value"),
-    ("DLS_CHIAVERINI", "DLS, Chiaverini", "Damping of the smallest singular value only"),
-    ("DLS_OPTIMAL", "DLS, Optimal Damping", "Damping chosen per step to reduce the error most"),
-    ("SDLS", "Selectively Damped", "Buss-Kim selectively damped least squares"),
-    ("LM", "Levenberg-Marquardt", "Adaptive damping with step acceptance (Sugihara)"),
-    ("LM_CONSTANT", "LM, Constant Damping", "Levenberg-Marquardt with a fixed damping"),
-    ("LM_CHAN_LAWRENCE", "LM, Chan-Lawrence", "Levenberg-Marquardt, Chan-Lawrence damping"),
-]
+# (identifier, name, description): identifiers are the solver's method names in upper case;
+# names and descriptions come from each method's class (solvers/methods.py)
+METHOD_ITEMS = [(name.upper(), cls.label, cls.summary()) for name, cls in METHODS.items()]
 
 GOAL_TYPE_ITEMS = [
     ("REACH", "Reach", "The effector reaches the target (position, and rotation when weighted)"),
@@ -158,8 +148,6 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
 
 
 def _use_live_update(self: Any, context: Any) -> None:
-    from . import live  # imported here: live imports the bridge, which imports this module
-
     live.use_live_changed(self, context)
 
 
@@ -266,30 +254,85 @@ class JacobianIKSettings(bpy.types.PropertyGroup):
     live_time: FloatProperty(name="Time", description="Time of the last live update (s)")  # type: ignore[valid-type]
 
 
-def parameter_property(method: str, param: str) -> str:
-    """The settings property holding ``param`` of solver method ``method`` (e.g. "dls_damping")."""
-    return f"{method}_{param}"
+FLOAT_MAX = 3.4028234663852886e38  # Blender's largest float property value (no upper bound)
+
+
+def parameter_blender_property(method: str, param: Param) -> Any:
+    """The Blender property of one declared method parameter: an enum for choices, a float with
+    the declared range (open bounds are refused at solve time), its doc and unit."""
+    description = f"{param.doc} ({method}, range {param.range_text()}, default {param.default})"
+    name = param.name.replace("_", " ").title()
+    if param.choices:
+        items = [(c, c.title(), f"{param.doc}: {c}") for c in param.choices]
+        return EnumProperty(
+            name=name, description=description, items=items, default=str(param.default)
+        )
+    assert isinstance(param.default, float)
+    return FloatProperty(
+        name=name,
+        description=description,
+        default=param.default,
+        precision=max(3, min(6, int(-math.floor(math.log10(param.default))) + 1))
+        if 0 < param.default < 1
+        else 3,
+        unit=param.unit,  # type: ignore[arg-type]
+        min=param.low,
+        max=min(param.high, FLOAT_MAX),
+    )
 
 
 def _parameter_properties() -> dict[str, Any]:
-    """One property per parameter of every solver method, defaulting to the solver's default."""
-    kinds: dict[type, Any] = {bool: BoolProperty, int: IntProperty, float: FloatProperty}
-    props: dict[str, Any] = {}
-    for method, cls in METHODS.items():
-        for param, default in cls.defaults.items():
-            make = kinds.get(type(default), StringProperty)
-            value = default if make is not StringProperty else str(default)
-            props[parameter_property(method, param)] = make(
-                name=param.replace("_", " ").title(),
-                description=f"{param} of {method} (solver default {default})",
-                default=value,
-            )
-    return props
+    """One property per declared parameter of every solver method."""
+    return {
+        parameter_property(method, p.name): parameter_blender_property(method, p)
+        for method, cls in METHODS.items()
+        for p in cls.parameters
+    }
 
 
 JacobianIKSettings.__annotations__.update(_parameter_properties())
 
 classes = (JacobianIKStashedConstraint, JacobianIKGoal, JacobianIKSettings)
+
+# parameters renamed when each name got one meaning (``damping`` is lambda, squared where used):
+# LM's constant damping W_N and Chan-Lawrence factor kept their values under their new names
+RENAMED = {
+    "lm_constant_damping": "lm_constant_w_n",
+    "lm_chan_lawrence_damping": "lm_chan_lawrence_w_n_factor",
+}
+CHOICE_PROPERTIES = {
+    parameter_property(method, p.name): p.choices
+    for method, cls in METHODS.items()
+    for p in cls.parameters
+    if p.choices
+}
+
+
+def convert_stored(props: Any) -> bool:
+    """Convert settings stored by older versions (renamed parameters, choices stored as text
+    before they were enums) in place; True when anything changed."""
+    changed = False
+    for old, new in RENAMED.items():
+        value = props.get(old)
+        if value is not None:
+            del props[old]
+            setattr(props, new, float(value))
+            changed = True
+    for name, choices in CHOICE_PROPERTIES.items():
+        value = props.get(name)
+        if isinstance(value, str):
+            del props[name]
+            if value in choices:
+                setattr(props, name, value)
+            changed = True
+    return changed
+
+
+@persistent
+def _convert_on_load(*_args: Any) -> None:
+    for ob in bpy.data.objects:
+        if ob.type == "ARMATURE" and ob.library is None:
+            convert_stored(ob.jacobian_ik)
 
 
 def register() -> None:
@@ -298,9 +341,12 @@ def register() -> None:
     bpy.types.Object.jacobian_ik = PointerProperty(  # type: ignore[attr-defined,func-returns-value]
         type=JacobianIKSettings
     )
+    bpy.app.handlers.load_post.append(_convert_on_load)
 
 
 def unregister() -> None:
+    if _convert_on_load in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(_convert_on_load)
     del bpy.types.Object.jacobian_ik  # type: ignore[attr-defined]
     for cls in reversed(classes):
         bpy.utils.unregister_class(cls)

@@ -34,10 +34,10 @@ TEST_ROTATION = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
 # NAME: (solver method, its parameters, the paper's label, Table II rate, Table II mean time us)
 METHODS: dict[str, tuple[str, dict[str, Any], str, int, float]] = {
     "sugihara": ("lm", {"w_bar": 1e-3}, "LM(proposed)", 1000, 2227.0),
-    "chan_lawrence": ("lm_chan_lawrence", {"damping": 1.0}, "LM(CL)", 935, 2267.0),
-    "lm_0.1": ("lm_constant", {"damping": 0.1}, "LM(lambda=0.1)", 277, 19265.0),
-    "lm_0.01": ("lm_constant", {"damping": 0.01}, "LM(lambda=0.01)", 276, 4161.0),
-    "lm_0.001": ("lm_constant", {"damping": 0.001}, "LM(lambda=0.001)", 255, 1819.0),
+    "chan_lawrence": ("lm_chan_lawrence", {"w_n_factor": 1.0}, "LM(CL)", 935, 2267.0),
+    "lm_0.1": ("lm_constant", {"w_n": 0.1}, "LM(lambda=0.1)", 277, 19265.0),
+    "lm_0.01": ("lm_constant", {"w_n": 0.01}, "LM(lambda=0.01)", 276, 4161.0),
+    "lm_0.001": ("lm_constant", {"w_n": 0.001}, "LM(lambda=0.001)", 255, 1819.0),
     # Table I: LM(NH) max damping 0.1, manipulability threshold 2e-4
     "nakamura_hanafusa": (
         "dls_nakamura_hanafusa",

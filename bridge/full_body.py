@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import AXIS_VECTORS, Balance, Goals, Joint, Pose, SolveResult
+from .polar import nearest_rotation
 from .write import Channel
 
 Array = NDArray[np.float64]
@@ -113,8 +114,6 @@ def balance_goal(body: BodyMass, evaluated: Array, weight: float) -> Balance:
     pose bones (``ob.pose.bones`` order): each bone's middle, lumped onto the skeleton bone it
     moves with (at the offset it has in that bone's frame at that frame); bones no skeleton
     bone moves are fixed mass."""
-    from .rig import nearest_rotation
-
     f, nb = len(evaluated), len(body.skeleton_bones)
     evaluated = evaluated[:, body.pose_order]
     y = evaluated[:, :, :3, 1]

@@ -17,12 +17,11 @@ import numpy as np
 from mathutils import Matrix, Quaternion
 from numpy.typing import NDArray
 
-from ..properties import parameter_property
 from ..solvers import Goals as SolverGoals
 from ..solvers import Pose, Settings, SolveResult, solve
 from . import full_body, limits, poles, rig, write
 from .errors import RigError
-from .settings import method_name, method_parameters, solver_settings
+from .settings import settings_key, solver_settings
 
 Array = NDArray[np.float64]
 
@@ -90,27 +89,6 @@ def ik_key(ob: Any, names: list[str]) -> tuple[Any, ...]:
 def _close(a: Array, b: Array) -> bool:
     """Rotations equal up to float32 storage (what the pose channels hold of ours)."""
     return bool(np.abs(a - b).max() <= 1e-5)
-
-
-def settings_key(props: Any) -> tuple[Any, ...]:
-    """The solver settings as stored (cheaper to read than building ``Settings``)."""
-    method = method_name(props.method)
-    return (
-        props.method,
-        props.mode,
-        props.max_iterations,
-        props.tolerance,
-        props.clamp_distance,
-        props.max_step,
-        props.track_steps,
-        props.rest_weight,
-        props.max_stretch,
-        getattr(props, "move_root", False),
-        getattr(props, "root_stiffness", 0.0),
-        getattr(props, "balance", False),
-        getattr(props, "balance_weight", 1.0),
-        *(getattr(props, parameter_property(method, p)) for p in method_parameters(props.method)),
-    )
 
 
 @dataclass

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
 from . import full_body
 from .errors import RigError
+from .polar import nearest_rotation
 from .suspend import suspended
 
 Array = NDArray[np.float64]
@@ -51,18 +52,6 @@ def _matrices(collection: Any, attr: str) -> Array:
     buf = np.empty(len(collection) * 16, dtype=np.float32)
     collection.foreach_get(attr, buf)
     return np.swapaxes(buf.reshape(-1, 4, 4), 1, 2).astype(np.float64)
-
-
-def nearest_rotation(m: Array) -> Array:
-    """The rotation nearest to each (..., 3, 3) matrix (polar decomposition): scale removed."""
-    u, _, vt = np.linalg.svd(m)
-    r = u @ vt
-    flip = np.linalg.det(r) < 0.0
-    if np.any(flip):
-        u = u.copy()
-        u[flip, :, -1] *= -1.0
-        r = u @ vt
-    return r
 
 
 def goal_label(index: int, goal: Any) -> str:

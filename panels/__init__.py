@@ -10,8 +10,7 @@ if TYPE_CHECKING:
 
 import bpy
 
-from ..bridge.settings import method_name, method_parameters
-from ..properties import parameter_property
+from ..bridge.settings import SETTINGS_FIELDS, SHOWN_IF, method_properties
 from .live import VIEW3D_PT_jacobian_ik_live, draw_live_toggle
 
 
@@ -119,25 +118,13 @@ class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
         layout: Any = self.layout
         layout.use_property_split = True
         props = context.object.jacobian_ik
-        layout.prop(props, "method")
-        method = method_name(props.method)
-        for param in method_parameters(props.method):
-            layout.prop(props, parameter_property(method, param))
-        layout.prop(props, "mode")
-        if props.mode == "TRACK":
-            layout.prop(props, "track_steps")
-        layout.prop(props, "max_iterations")
-        layout.prop(props, "tolerance")
-        layout.prop(props, "clamp_distance")
-        layout.prop(props, "max_step")
-        layout.prop(props, "rest_weight")
-        layout.prop(props, "max_stretch")
-        layout.prop(props, "move_root")
-        if props.move_root:
-            layout.prop(props, "root_stiffness")
-        layout.prop(props, "balance")
-        if props.balance:
-            layout.prop(props, "balance_weight")
+        for field in SETTINGS_FIELDS:  # the settings and the method's declared parameters
+            shown_if = SHOWN_IF.get(field)
+            if shown_if is None or getattr(props, shown_if[0]) == shown_if[1]:
+                layout.prop(props, field)
+            if field == "method":
+                for name in method_properties(props.method):
+                    layout.prop(props, name)
 
 
 class VIEW3D_PT_jacobian_ik_results(_IKPanel, bpy.types.Panel):

@@ -1,17 +1,19 @@
 """The step of every method: dtheta from the (weighted) Jacobian J (F, m, n) and error e (F, m).
 
-Each method is a small class with its parameters (validated in the constructor) and one
-``step``; the shared loop in ``solve.py`` owns everything else. Damping values are named as in
-the paper each method comes from: ``damping`` of "dls" is the lambda of
-J^T (J J^T + lambda^2 I)^-1 (Buss 2009, Buss-Kim 2005); the variable-damping schemes of Deo and
-Walker (1995) and the LM variants of Sugihara (2011) write their damping as the term added to
-J J^T (or J^T J) directly, and so do we for them.
+Each method is a small class that declares its parameters once (``parameters``: a ``Param``
+each, with default, range, choices, unit and a one-line doc; the constructor validates from
+them, and the Blender properties, panel, method menu and docs table are derived from them) and
+one ``step``; the shared loop in ``solve.py`` owns everything else. One meaning per name:
+``damping`` is the lambda of J^T (J J^T + lambda^2 I)^-1 (Buss 2009, Buss-Kim 2005), squared
+where it enters; every other damping term (``damping0``, ``damping_max``, ``w_bar``, ``w_n``)
+is the term added to J J^T (or J^T J) as it is, as Deo-Walker (1995) and Sugihara (2011)
+write it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -95,14 +97,72 @@ def clamp_max_abs(dq: Array, bound: Array | float, rotational: NDArray[np.bool_]
     return dq * scale[..., None]
 
 
+# -- parameter declarations ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a method, declared once: default, range (``low``/``high``, excluded
+    where ``open_low``/``open_high``), ``choices`` for a string, Blender ``unit`` and a doc."""
+
+    name: str
+    default: float | str
+    doc: str
+    low: float = 0.0
+    high: float = math.inf
+    open_low: bool = False
+    open_high: bool = False
+    choices: tuple[str, ...] = ()
+    unit: str = "NONE"  # Blender's FloatProperty unit: NONE, LENGTH, ROTATION
+
+    def range_text(self) -> str:
+        if self.choices:
+            return " / ".join(self.choices)
+        left = f"({self.low:g}" if self.open_low else f"[{self.low:g}"
+        right = "inf)" if math.isinf(self.high) else f"{self.high:g}" + ")]"[not self.open_high]
+        return f"{left}, {right}"
+
+    def check(self, method: str, value: Any) -> Any:
+        """``value`` as the solver uses it; SettingsError when out of range or not a choice."""
+        if self.choices:
+            if value not in self.choices:
+                raise SettingsError(
+                    f"{method}: {self.name} must be {', '.join(self.choices)}, got {value!r}"
+                )
+            return value
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{method}: {self.name} must be a number, got {value!r}") from None
+        below = v <= self.low if self.open_low else v < self.low
+        above = v >= self.high if self.open_high else v > self.high
+        if not math.isfinite(v) or below or above:
+            raise SettingsError(
+                f"{method}: {self.name} must be finite and in {self.range_text()}, got {value}"
+            )
+        return v
+
+
 # -- the methods ---------------------------------------------------------------------------
 
 
 class Method:
-    """A method's step. Subclasses set ``name``, ``defaults`` and implement ``step``."""
+    """A method's step. Subclasses set ``name``, ``label`` (the menu's name), ``parameters``
+    and implement ``step``; the class docstring's first paragraph is the menu's description."""
 
     name: ClassVar[str] = ""
-    defaults: ClassVar[dict[str, Any]] = {}
+    label: ClassVar[str] = ""
+    parameters: ClassVar[tuple[Param, ...]] = ()
+    defaults: ClassVar[dict[str, Any]] = {}  # derived from ``parameters``
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.defaults = {p.name: p.default for p in cls.parameters}
+
+    @classmethod
+    def summary(cls) -> str:
+        """The docstring's first paragraph (the method menu's description)."""
+        return " ".join((cls.__doc__ or "").split("\n\n")[0].split()).replace("``", "")
 
     def __init__(self, **params: Any) -> None:
         unknown = set(params) - set(self.defaults)
@@ -111,22 +171,8 @@ class Method:
                 f"method {self.name!r} has no parameter {sorted(unknown)}; "
                 f"its parameters are {sorted(self.defaults)}"
             )
-        self.params = {**self.defaults, **params}
-        for key, value in self.params.items():
-            if isinstance(self.defaults[key], float | int) and not isinstance(value, bool):
-                v = float(value)
-                if not math.isfinite(v) or v < 0:
-                    raise SettingsError(f"{self.name}: {key} must be finite and >= 0, got {value}")
-                self.params[key] = v
-        self.validate()
-
-    def validate(self) -> None:
-        """Check parameter ranges beyond 'finite and non-negative'."""
-
-    def _positive(self, *keys: str) -> None:
-        for key in keys:
-            if self.params[key] <= 0:
-                raise SettingsError(f"{self.name}: {key} must be > 0, got {self.params[key]}")
+        values = {**self.defaults, **params}
+        self.params = {p.name: p.check(self.name, values[p.name]) for p in self.parameters}
 
     def initial_state(self, frames: int) -> dict[str, Array]:
         return {}
@@ -144,6 +190,7 @@ class Transpose(Method):
     (Buss 2009, eq. 5 and after; Buss-Kim 2005, section 5)."""
 
     name = "transpose"
+    label = "Jacobian Transpose"
 
     def step(self, jac: Array, e: Array, ctx: StepContext) -> Array:
         g = np.einsum("fmn,fm->fn", jac, e)
@@ -160,7 +207,15 @@ class Pseudoinverse(Method):
     is halved while ||(I - J J^+) e|| is above it (Tabaczynski 2006, 2.2, steps 3-4)."""
 
     name = "pseudoinverse"
-    defaults: ClassVar[dict[str, Any]] = {"threshold": 0.01, "halving_tolerance": 0.0}
+    label = "Pseudoinverse"
+    parameters = (
+        Param("threshold", 0.01, "Singular values below this times the largest count as zero"),
+        Param(
+            "halving_tolerance",
+            0.0,
+            "Halve the error step while the residual exceeds this (0: off)",
+        ),
+    )
 
     def step(self, jac: Array, e: Array, ctx: StepContext) -> Array:
         u, s, vt = np.linalg.svd(jac, full_matrices=False)
@@ -183,13 +238,17 @@ class GaussNewton(Pseudoinverse):
     truncated only at round-off (threshold 1e-12)."""
 
     name = "gauss_newton"
-    defaults: ClassVar[dict[str, Any]] = {"threshold": 1e-12, "halving_tolerance": 0.0}
+    label = "Gauss-Newton"
+    parameters = (replace(Pseudoinverse.parameters[0], default=1e-12), Pseudoinverse.parameters[1])
 
 
 class SteepestDescent(Method):
-    """Steepest descent, q += E_k / (g^T g) g with g = J^T W_E e (Sugihara 2011, eq. 19)."""
+    """Gradient step of length E_k / (g^T g) along g = J^T W_E e (Sugihara 2011, eq. 19).
+
+    No line search: the step size is that fixed formula."""
 
     name = "steepest_descent"
+    label = "Steepest Descent"
 
     def step(self, jac: Array, e: Array, ctx: StepContext) -> Array:
         g = np.einsum("fmn,fm->fn", jac, e)
@@ -204,7 +263,8 @@ class DLS(Method):
     with clamping; the default 0.1 suits character rigs with bones of a few tenths of a metre."""
 
     name = "dls"
-    defaults: ClassVar[dict[str, Any]] = {"damping": 0.1}
+    label = "Damped Least Squares"
+    parameters = (Param("damping", 0.1, "Lambda (squared in J J^T + lambda^2 I)"),)
 
     def _lam2(self, ctx: StepContext) -> Array:
         return np.full(len(ctx.energy), self.params["damping"] ** 2)
@@ -245,10 +305,11 @@ class DLSNakamuraHanafusa(_SVDDamped):
     """lam = lam0 (1 - w/w_t)^2 below the manipulability threshold w_t, else 0 (Deo-Walker 3.2)."""
 
     name = "dls_nakamura_hanafusa"
-    defaults: ClassVar[dict[str, Any]] = {"damping0": 0.1, "threshold": 0.01}
-
-    def validate(self) -> None:
-        self._positive("threshold")
+    label = "DLS, Nakamura-Hanafusa"
+    parameters = (
+        Param("damping0", 0.1, "Largest damping term lam0, added to J J^T"),
+        Param("threshold", 0.01, "Manipulability w_t below which damping starts", open_low=True),
+    )
 
     def damping_from(self, s: Array, alpha: Array, ctx: StepContext) -> Array:
         w = _manipulability(s, ctx.blocks.shape[0])
@@ -261,7 +322,11 @@ class DLSKelmar(_SVDDamped):
     w_t, else 0 (Kelmar et al., Deo-Walker 3.3). No damping on a frame's first step."""
 
     name = "dls_kelmar"
-    defaults: ClassVar[dict[str, Any]] = {"damping0": 0.1, "threshold": 1.0}
+    label = "DLS, Kelmar-Khosla"
+    parameters = (
+        Param("damping0", 0.1, "Damping term lam0, added to J J^T"),
+        Param("threshold", 1.0, "Manipulability ratio w_t below which damping starts"),
+    )
 
     def initial_state(self, frames: int) -> dict[str, Array]:
         return {"previous_w": np.full(frames, np.nan)}
@@ -281,7 +346,8 @@ class DLSChanLawrence(_SVDDamped):
     """Error-damped pseudoinverse, lam = lam0 ||e||^2 (Chan-Lawrence, Deo-Walker eq. 5)."""
 
     name = "dls_chan_lawrence"
-    defaults: ClassVar[dict[str, Any]] = {"damping0": 1.0}
+    label = "DLS, Chan-Lawrence"
+    parameters = (Param("damping0", 1.0, "Factor lam0 of ||e||^2 in the damping term"),)
 
     def damping_from(self, s: Array, alpha: Array, ctx: StepContext) -> Array:
         return self.params["damping0"] * 2.0 * ctx.energy
@@ -299,21 +365,25 @@ class DLSMaciejewskiKlein(_SVDDamped):
     """
 
     name = "dls_maciejewski_klein"
-    defaults: ClassVar[dict[str, Any]] = {
-        "bound": "velocity",
-        "max_joint_speed": 10.0,
-        "max_relative_error": 0.1,
-        "max_condition": 100.0,
-    }
-
-    def validate(self) -> None:
-        if self.params["bound"] not in ("velocity", "error", "condition"):
-            raise SettingsError(f"{self.name}: bound must be velocity, error or condition")
-        self._positive("max_joint_speed")
-        if not 0 < self.params["max_relative_error"] < 1:
-            raise SettingsError(f"{self.name}: max_relative_error must be in (0, 1)")
-        if self.params["max_condition"] <= 1:
-            raise SettingsError(f"{self.name}: max_condition must be > 1")
+    label = "DLS, Maciejewski-Klein"
+    parameters = (
+        Param(
+            "bound",
+            "velocity",
+            "What the damping bounds",
+            choices=("velocity", "error", "condition"),
+        ),
+        Param("max_joint_speed", 10.0, "Joint speed per unit error (velocity)", open_low=True),
+        Param(
+            "max_relative_error",
+            0.1,
+            "Relative tracking error (error)",
+            open_low=True,
+            high=1.0,
+            open_high=True,
+        ),
+        Param("max_condition", 100.0, "Condition number (condition)", low=1.0, open_low=True),
+    )
 
     def damping_from(self, s: Array, alpha: Array, ctx: StepContext) -> Array:
         bound = self.params["bound"]
@@ -340,12 +410,18 @@ class DLSChiaverini(Method):
     dtheta = (J^T W^T W J + lam I)^-1 J^T W^T W e."""
 
     name = "dls_chiaverini"
-    defaults: ClassVar[dict[str, Any]] = {"epsilon": 0.1, "damping_max": 0.1, "weight_min": 0.5}
-
-    def validate(self) -> None:
-        self._positive("epsilon")
-        if not 0 < self.params["weight_min"] <= 1:
-            raise SettingsError(f"{self.name}: weight_min must be in (0, 1]")
+    label = "DLS, Chiaverini"
+    parameters = (
+        Param("epsilon", 0.1, "Smallest singular value below which damping starts", open_low=True),
+        Param("damping_max", 0.1, "Largest damping term, added to J J^T"),
+        Param(
+            "weight_min",
+            0.5,
+            "Weight of the singular direction at the singularity",
+            open_low=True,
+            high=1.0,
+        ),
+    )
 
     def nullspace_damping(self, ctx: StepContext) -> Array | None:
         return ctx.state.get("last_lam")
@@ -376,10 +452,16 @@ class DLSOptimal(Method):
     """
 
     name = "dls_optimal"
-    defaults: ClassVar[dict[str, Any]] = {"max_norm": 0.5, "newton_tolerance": 1e-6}
-
-    def validate(self) -> None:
-        self._positive("max_norm", "newton_tolerance")
+    label = "DLS, Optimal Damping"
+    parameters = (
+        Param("max_norm", 0.5, "Largest step norm Delta", open_low=True),
+        Param(
+            "newton_tolerance",
+            1e-6,
+            "Relative tolerance of the Newton iteration on lambda",
+            open_low=True,
+        ),
+    )
 
     def initial_state(self, frames: int) -> dict[str, Array]:
         return {"lam": np.zeros(frames)}
@@ -452,10 +534,16 @@ class SDLS(Method):
     """
 
     name = "sdls"
-    defaults: ClassVar[dict[str, Any]] = {"gamma_max": math.pi / 4}
-
-    def validate(self) -> None:
-        self._positive("gamma_max")
+    label = "Selectively Damped"
+    parameters = (
+        Param(
+            "gamma_max",
+            math.pi / 4,
+            "Largest joint change of a step",
+            open_low=True,
+            unit="ROTATION",
+        ),
+    )
 
     def step(self, jac: Array, e: Array, ctx: StepContext) -> Array:
         u, s, vt = np.linalg.svd(jac, full_matrices=False)
@@ -482,7 +570,8 @@ class LM(Method):
     and section III): dq = (J^T W_E J + W_N)^-1 J^T W_E e, with E_k = 1/2 e^T W_E e."""
 
     name = "lm"
-    defaults: ClassVar[dict[str, Any]] = {"w_bar": 1e-3}
+    label = "Levenberg-Marquardt"
+    parameters = (Param("w_bar", 1e-3, "Term w_bar added to the error damping E_k"),)
 
     def _lam2(self, ctx: StepContext) -> Array:
         return ctx.energy + self.params["w_bar"]
@@ -495,23 +584,25 @@ class LM(Method):
 
 
 class LMConstant(LM):
-    """LM with constant damping W_N = lambda 1 (Sugihara 2011, section IV, LM(lambda))."""
+    """LM with constant damping W_N = w_n I (Sugihara 2011, sec. IV: LM(lambda), lambda = w_n)."""
 
     name = "lm_constant"
-    defaults: ClassVar[dict[str, Any]] = {"damping": 0.01}
+    label = "LM, Constant Damping"
+    parameters = (Param("w_n", 0.01, "Damping term W_N, added to J^T J"),)
 
     def _lam2(self, ctx: StepContext) -> Array:
-        return np.full(len(ctx.energy), self.params["damping"])
+        return np.full(len(ctx.energy), self.params["w_n"])
 
 
 class LMChanLawrence(LM):
-    """LM with Chan-Lawrence's error damping W_N = lambda E_k (Sugihara 2011, eq. 14)."""
+    """LM with Chan-Lawrence's error damping W_N = w_n_factor E_k (Sugihara 2011, eq. 14)."""
 
     name = "lm_chan_lawrence"
-    defaults: ClassVar[dict[str, Any]] = {"damping": 1.0}
+    label = "LM, Chan-Lawrence"
+    parameters = (Param("w_n_factor", 1.0, "Factor of the error E_k in the damping term W_N"),)
 
     def _lam2(self, ctx: StepContext) -> Array:
-        return self.params["damping"] * ctx.energy
+        return self.params["w_n_factor"] * ctx.energy
 
 
 METHODS: dict[str, type[Method]] = {

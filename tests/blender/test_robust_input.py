@@ -152,10 +152,10 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     (
         "bad solver setting",
         lambda ob, t: (
-            setattr(ob.jacobian_ik, "method", "DLS"),
-            setattr(ob.jacobian_ik, "dls_damping", -1.0),
+            setattr(ob.jacobian_ik, "method", "SDLS"),
+            setattr(ob.jacobian_ik, "sdls_gamma_max", 0.0),
         ),
-        "settings: .*damping",
+        "settings: .*gamma_max",
     ),
 ]
 

@@ -144,9 +144,11 @@ def test_bad_goal_reports_and_changes_nothing(arm_chain: Any, change: Any, messa
 
 def test_bad_settings_report(arm_chain: Any) -> None:
     ob, _ = arm_chain()
-    ob.jacobian_ik.method = "DLS"
-    ob.jacobian_ik.dls_damping = -1.0
-    with override(ob), pytest.raises(RuntimeError, match="damping"):
+    ob.jacobian_ik.dls_damping = -1.0  # the property's declared minimum
+    assert ob.jacobian_ik.dls_damping == 0.0
+    ob.jacobian_ik.method = "SDLS"
+    ob.jacobian_ik.sdls_gamma_max = 0.0  # at the minimum, but the range excludes it: (0, inf)
+    with override(ob), pytest.raises(RuntimeError, match="gamma_max"):
         bpy.ops.jacobian_ik.solve()
 
 
