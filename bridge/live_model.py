@@ -19,8 +19,9 @@ from numpy.typing import NDArray
 
 from ..solvers import Goals as SolverGoals
 from ..solvers import Pose, Settings, SolveResult, solve
-from . import full_body, limits, poles, rig, write
+from . import full_body, limits, rig, write
 from .errors import RigError
+from .run import prepare, solve_frames
 from .settings import settings_key, solver_settings
 
 Array = NDArray[np.float64]
@@ -109,13 +110,8 @@ class LiveResult:
 
 
 def build_model(ob: Any) -> rig.RigModel:
-    """The rig as ``run`` builds it: goals, joint limits and IK stretch, poles."""
-    model = rig.build_model(ob)
-    model = limits.apply_rig_limits(ob, model, ob.jacobian_ik.max_stretch)
-    pole_list, pole_warnings = poles.find_poles(ob, model)
-    model = poles.add_poles(model, pole_list)
-    model.warnings.extend(pole_warnings)
-    return model
+    """The rig as ``run`` builds it (``run.prepare``): goals, joint limits and IK stretch, poles."""
+    return prepare(ob).model
 
 
 class LiveModel:
@@ -434,25 +430,9 @@ class LiveModel:
     def solve_like_run(self, ob: Any) -> tuple[SolveResult, rig.RigModel, float]:
         """Solve the current frame as ``run`` does (no writing): the result, the model and when
         the reading ended (``time.perf_counter``)."""
-        model = build_model(ob)
-        pole_list, _ = poles.find_poles(ob, model)
-        reader = poles.PoleReader(ob, pole_list)
-        data = rig.read_frames(ob, model, [0], reader.wrap(lambda _frame: None))
-        goals = reader.goals(data.goals, 1)
-        if self.settings.mode == "converge":
-            reader.reset_start(data.pose, model.free)
-        t1 = time.perf_counter()
-        result = solve(model.skeleton, goals, self.settings, pose=data.pose)
-        if self.settings.mode == "converge":  # move_root with poles: a second pass
-            result = full_body.poles_follow_root(
-                model,
-                reader,
-                data.goals,
-                data.pose,
-                result,
-                lambda g, p: solve(model.skeleton, g, self.settings, pose=p),
-            )
-        return result, model, t1
+        prepared = prepare(ob)
+        _, _, result, t1 = solve_frames(ob, prepared, [0], lambda _frame: None, self.settings)
+        return result, prepared.model, t1
 
     def write_like_run(
         self, ob: Any, model: rig.RigModel, result: SolveResult, keyframe_at: int | None

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator, Iterable, Sized
+from collections.abc import Callable, Generator, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import IKError, Pose, solve
+from ..solvers import Goals, IKError, Pose, Settings, SolveResult, solve
 from . import actions, full_body, limits, poles, reduce, rig, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
@@ -103,6 +103,68 @@ class RunReport:
             d = self.balance_distance
             out["balance"] = {"max": float(d.max()), "mean": float(d.mean())}
         return out
+
+
+@dataclass
+class Prepared:
+    """An armature read into the solver model once: goals, joint limits and IK stretch, poles
+    (after the goals, as secondary effectors) and the reader of the poles' targets. Bakes,
+    live posing and ``api.solve_pose`` all solve through ``prepare`` and ``solve_frames``."""
+
+    model: rig.RigModel
+    poles: poles.PoleReader
+
+
+def prepare(ob: Any) -> Prepared:
+    """The solver model of ``ob`` at the current evaluation; IKError when the skeleton built
+    from the rig is rejected, RigError for bad goals."""
+    model = rig.build_model(ob)
+    model = limits.apply_rig_limits(ob, model, ob.jacobian_ik.max_stretch)
+    pole_list, pole_warnings = poles.find_poles(ob, model)
+    model = poles.add_poles(model, pole_list)
+    model.warnings.extend(pole_warnings)
+    return Prepared(model, poles.PoleReader(ob, pole_list))
+
+
+def solve_frames(
+    ob: Any,
+    prepared: Prepared,
+    frames: Sequence[int],
+    evaluate: Callable[[int], None],
+    settings: Settings,
+    *,
+    last_pose: Pose | None = None,
+    resume: dict[str, Any] | None = None,
+) -> tuple[rig.FrameData, Goals, SolveResult, float]:
+    """Read ``frames`` (``evaluate`` moves the scene to each) and solve them in one call: the
+    data read, the goals solved, the result and when the reading ended (perf_counter).
+
+    Converge mode starts every frame from its read pose (chains with a pole from their rest
+    pose); track mode starts from ``last_pose``'s last frame when given, with the method's
+    state ``resume`` carried on, so chunks equal one solve. Raises IKError."""
+    model, reader = prepared.model, prepared.poles
+    data = rig.read_frames(ob, model, frames, reader.wrap(evaluate))
+    goals = reader.goals(data.goals, len(frames))
+    if settings.mode == "converge":
+        reader.reset_start(data.pose, model.free)
+    if last_pose is not None and settings.mode == "track":
+        # frame f starts from frame f-1's result across chunks too, with the method's state and
+        # the adaptive clamp carried on (resume): chunks equal one solve
+        data.pose.rotations[0] = last_pose.rotations[-1]
+        data.pose.locations[0] = last_pose.locations[-1]
+        data.pose.stretch[0] = last_pose.stretch[-1]
+    t1 = time.perf_counter()
+    result = solve(model.skeleton, goals, settings, pose=data.pose, resume=resume)
+    if settings.mode == "converge":  # move_root with poles: a second pass
+        result = full_body.poles_follow_root(
+            model,
+            reader,
+            data.goals,
+            data.pose,
+            result,
+            lambda g, p: solve(model.skeleton, g, settings, pose=p),
+        )
+    return data, goals, result, t1
 
 
 def run(
@@ -211,17 +273,13 @@ def run_steps(
         t0 = time.perf_counter()
         try:
             evaluate(frame_list[0])
-            model = rig.build_model(ob)
-            model = limits.apply_rig_limits(ob, model, props.max_stretch)
-            pole_list, pole_warnings = poles.find_poles(ob, model)
-            model = poles.add_poles(model, pole_list)
-            model.warnings.extend(pole_warnings)
+            prepared = prepare(ob)
+            model = prepared.model
         except IKError as exc:  # the solver rejected the skeleton built from the rig
             raise RigError(f"rig: {exc}") from exc
         free_names = [model.names[b] for b in model.free]
         seeds = write.current_rotations(ob, free_names)
         n_goals = len(model.goals)  # the poles' effectors come after the goals'
-        pole_reader = poles.PoleReader(ob, pole_list)
         stretched = limits.stretch_bones(model)
         # per chunk: stretch of the stretched bones, and for a lean bake the start pose (the
         # bones the solver does not move) and the armature's world matrices
@@ -230,28 +288,10 @@ def run_steps(
         for first in range(0, len(frame_list), CHUNK_FRAMES):
             t0 = time.perf_counter()
             chunk = frame_list[first : first + CHUNK_FRAMES]
-            data = rig.read_frames(ob, model, chunk, pole_reader.wrap(evaluate))
-            goals = pole_reader.goals(data.goals, len(chunk))
-            if settings.mode == "converge":
-                pole_reader.reset_start(data.pose, model.free)
-            if last_pose is not None and settings.mode == "track":
-                # frame f starts from frame f-1's result across chunks too, with the method's
-                # state and the adaptive clamp carried on (resume): chunks equal one solve
-                data.pose.rotations[0] = last_pose.rotations[-1]
-                data.pose.locations[0] = last_pose.locations[-1]
-                data.pose.stretch[0] = last_pose.stretch[-1]
-            t1 = time.perf_counter()
             try:
-                result = solve(model.skeleton, goals, settings, pose=data.pose, resume=resume)
-                if settings.mode == "converge":  # move_root with poles: a second pass
-                    result = full_body.poles_follow_root(
-                        model,
-                        pole_reader,
-                        data.goals,
-                        data.pose,
-                        result,
-                        lambda g, p: solve(model.skeleton, g, settings, pose=p),
-                    )
+                data, goals, result, t1 = solve_frames(
+                    ob, prepared, chunk, evaluate, settings, last_pose=last_pose, resume=resume
+                )
             except IKError as exc:
                 raise RigError(f"solver: {exc}") from exc
             last_pose, resume = result.pose, result.resume
