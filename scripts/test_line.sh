@@ -43,6 +43,8 @@ if ! PY=$(find_python "$py"); then
 fi
 
 venv=.venv-$line
+# A failed set-up (download, pip, a broken venv) still ends with this line's result line.
+trap 'echo "line $line (bpy $bpy): FAILED: setting up $venv failed" >&2; echo "line $line (bpy $bpy): 0 passed, 1 failed"' ERR
 want="bpy==$bpy $pins $common"
 if [ "$line" = 5.0 ]; then
   venv=.venv  # the dev venv (requirements-dev.txt pins bpy 5.0.1)
@@ -58,6 +60,7 @@ elif ! [ -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)"
 fi
 versions=$("$venv/bin/python" -c \
   "import bpy, numpy, sys; print(f'bpy {bpy.app.version_string}, Python {sys.version_info[0]}.{sys.version_info[1]}, numpy {numpy.__version__}')")
+trap - ERR
 
 # Some bpy builds crash (4.2) or hang (4.5) when the interpreter exits after the tests:
 # JIK_HARD_EXIT makes tests/conftest.py end the process right after pytest's summary, and the
