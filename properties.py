@@ -78,6 +78,11 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         min=0,
         max=255,
     )
+    chain_root: StringProperty(  # type: ignore[valid-type]
+        name="Chain Root",
+        description="The topmost bone the solver may rotate: the chain runs from the goal's "
+        "bone up to this bone (empty: Chain Length applies)",
+    )
     use_tail: BoolProperty(  # type: ignore[valid-type]
         name="Use Tail", description="The effector is the bone's tail (off: its head)", default=True
     )

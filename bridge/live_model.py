@@ -50,6 +50,7 @@ def goal_key(ob: Any) -> tuple[Any, ...]:
             g.target.name if g.target is not None else "",
             g.target_bone,
             g.chain_length,
+            getattr(g, "chain_root", ""),
             g.use_tail,
             g.position_weight,
             g.rotation_weight,
@@ -182,8 +183,8 @@ class LiveModel:
         for e, g in enumerate(goals):
             b = position[g.bone]
             length = float(np.linalg.norm(skel.eff_offset[e]))
-            depth = 1
-            while self.parents[b] >= 0 and (g.chain_length == 0 or depth < g.chain_length):
+            depth, count = 1, rig.chain_length(g.id_data, g)
+            while self.parents[b] >= 0 and (count == 0 or depth < count):
                 length += float(np.linalg.norm(self.rest[b, :3, 3]))
                 b, depth = int(self.parents[b]), depth + 1
             self.chain_top[e], self.reach[e] = b, length

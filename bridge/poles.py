@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Pose, Skeleton
-from .rig import RigModel, goal_label
+from .rig import RigModel, chain_length, goal_label
 
 Array = NDArray[np.float64]
 
@@ -104,7 +104,7 @@ def find_poles(ob: Any, model: RigModel) -> tuple[list[Pole], list[str]]:
                 f"{pole_bone!r}, pole ignored"
             )
             continue
-        chain = chain_of(model, position[g.bone], g.chain_length)
+        chain = chain_of(model, position[g.bone], chain_length(ob, g))
         tail = float(ob.data.bones[g.bone].length) if g.use_tail else None
         bone = middle_joint(model, chain, tail)
         if bone is None:

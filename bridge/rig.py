@@ -83,6 +83,63 @@ def check_goal(ob: Any, index: int, goal: Any) -> None:
         raise RigError(f"{label}: both weights are zero")
 
 
+def chain_length(ob: Any, goal: Any, label: str = "") -> int:
+    """Bones in a goal's chain, the goal's bone included (0: up to the root).
+
+    With ``goal.chain_root`` set, the chain runs from the goal's bone up to that bone and
+    ``chain_length`` is ignored; a root that is neither the goal's bone nor one of its parents
+    raises RigError. Bones locked in every axis count, as in Blender's IK (a Rigify
+    ``hand_fk.L`` needs 4 to reach ``upper_arm_fk.L``: ``MCH-hand_fk.L`` sits in between), so
+    a converted IK constraint's ``chain_count`` means the same bones here.
+    """
+    root = getattr(goal, "chain_root", "")
+    if not root:
+        return int(goal.chain_length)
+    label = label or f"goal ({goal.bone})"
+    bones = ob.data.bones
+    if root not in bones:
+        raise RigError(f"{label}: chain root {root!r} is not in armature {ob.data.name!r}")
+    bone, count = bones.get(goal.bone), 1
+    while bone is not None and bone.name != root:
+        bone, count = bone.parent, count + 1
+    if bone is None:
+        raise RigError(
+            f"{label}: chain root {root!r} is not {goal.bone!r} or one of its parents "
+            f"(its parents: {', '.join(b.name for b in bones[goal.bone].parent_recursive)})"
+        )
+    return count
+
+
+def chain_names(ob: Any, goal: Any, label: str = "") -> list[str]:
+    """The bones of a goal's chain, from the goal's bone up (RigError as ``chain_length``)."""
+    length = chain_length(ob, goal, label)
+    bone, names = ob.data.bones.get(goal.bone), list[str]()
+    while bone is not None and (length == 0 or len(names) < length):
+        names.append(bone.name)
+        bone = bone.parent
+    return names
+
+
+def is_locked(pbone: Any) -> bool:
+    """Whether the solver cannot rotate a pose bone at all (IK lock or rotation lock on X, Y, Z)."""
+    return not _joint(pbone).rotation_axes
+
+
+def locked_in_chain(ob: Any, goal: Any, label: str = "") -> list[str]:
+    """The bones of a goal's chain locked in every axis (they count, but never move)."""
+    pbones = ob.pose.bones if ob.pose is not None else None
+    if pbones is None:
+        return []
+    return [n for n in chain_names(ob, goal, label) if is_locked(pbones[n])]
+
+
+def locked_message(label: str, locked: list[str]) -> str:
+    return (
+        f"{label}: locked in every axis, so never moved: {', '.join(locked)} "
+        "(counted in the chain length, as in Blender's IK)"
+    )
+
+
 def check_editable(ob: Any, keys: bool) -> None:
     """Raise RigError when ``ob``'s pose (or, with ``keys``, its action) is read-only."""
     if ob.library is not None:
@@ -161,17 +218,21 @@ def build_model(ob: Any) -> RigModel:
     free: set[int] = set()
     warnings: list[str] = []
     for i, g in goals:
+        length = chain_length(ob, g, goal_label(i, g))
         b, depth = index[g.bone], 0
         while b >= 0:
             needed.add(b)
-            if g.chain_length == 0 or depth < g.chain_length:
+            if length == 0 or depth < length:
                 free.add(b)
             b, depth = parent_of[b], depth + 1
-        if g.chain_length > depth:
+        if length > depth:
             warnings.append(
-                f"{goal_label(i, g)}: chain length {g.chain_length} goes beyond the root: "
+                f"{goal_label(i, g)}: chain length {length} goes beyond the root: "
                 f"clamped to {depth} bone(s)"
             )
+        locked = locked_in_chain(ob, g, goal_label(i, g))
+        if locked:
+            warnings.append(locked_message(goal_label(i, g), locked))
     props = ob.jacobian_ik
     root = -1
     if getattr(props, "move_root", False) and props.root_stiffness < 1.0:

@@ -10,6 +10,8 @@ if TYPE_CHECKING:
 
 import bpy
 
+from ..bridge import rig
+from ..bridge.errors import RigError
 from ..bridge.settings import SETTINGS_FIELDS, SHOWN_IF, method_properties
 from .live import VIEW3D_PT_jacobian_ik_live, draw_live_toggle
 
@@ -99,7 +101,11 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         layout.prop(goal, "type")
         if goal.type == "AIM":
             layout.prop(goal, "aim_axis")
-        layout.prop(goal, "chain_length")
+        layout.prop_search(goal, "chain_root", ob.data, "bones")
+        row = layout.row()
+        row.active = not goal.chain_root
+        row.prop(goal, "chain_length")
+        _draw_chain_note(layout, ob, goal)
         layout.prop(goal, "use_tail")
         layout.prop(goal, "position_weight")
         if goal.type != "AIM":
@@ -108,6 +114,19 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         if goal.pole_target is not None and goal.pole_target.type == "ARMATURE":
             layout.prop_search(goal, "pole_target_bone", goal.pole_target.data, "bones")
         layout.prop(goal, "support")
+
+
+def _draw_chain_note(layout: Any, ob: Any, goal: Any) -> None:
+    """A line under the chain settings: a bad chain root, or the chain's locked bones."""
+    if not goal.bone or goal.bone not in ob.data.bones:
+        return
+    try:
+        locked = rig.locked_in_chain(ob, goal)
+    except RigError as exc:
+        layout.label(text=str(exc), icon="ERROR")
+        return
+    if locked:
+        layout.label(text=f"Locked, never moved: {', '.join(locked)}", icon="LOCKED")
 
 
 class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
