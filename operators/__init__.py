@@ -1,4 +1,5 @@
-"""Operators: goals (add, remove, import IK constraints) and solving (current frame, bake)."""
+"""Operators: goals (add, remove, import IK constraints), solving (current frame, bake) and
+Rigify FK bakes."""
 
 import bpy
 
@@ -8,6 +9,7 @@ from .goals import (
     JACOBIAN_IK_OT_remove_goal,
     JACOBIAN_IK_OT_restore_constraints,
 )
+from .rigify import JACOBIAN_IK_OT_bake_rigify_fk
 from .solve import JACOBIAN_IK_OT_bake, JACOBIAN_IK_OT_solve
 
 classes = (
@@ -17,6 +19,7 @@ classes = (
     JACOBIAN_IK_OT_restore_constraints,
     JACOBIAN_IK_OT_solve,
     JACOBIAN_IK_OT_bake,
+    JACOBIAN_IK_OT_bake_rigify_fk,
 )
 
 

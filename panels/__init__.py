@@ -78,6 +78,8 @@ class VIEW3D_PT_jacobian_ik(_IKPanel, bpy.types.Panel):
         row.operator("jacobian_ik.solve", icon="CON_KINEMATIC")
         row.operator("jacobian_ik.bake", icon="KEYINGSET")
         draw_live_toggle(layout, props)
+        if "rig_id" in context.object.data:  # a generated Rigify rig
+            layout.operator("jacobian_ik.bake_rigify_fk", icon="ARMATURE_DATA")
 
 
 class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
