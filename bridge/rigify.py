@@ -100,8 +100,8 @@ def check(ob: Any, limbs: Iterable[str], frames: list[int]) -> list[Limb]:
     if not frames:
         raise RigError("the frame range is empty")
     rig.check_editable(ob, keys=True)
-    chosen = [LIMBS[n] for n in names]
     pbones = ob.pose.bones
+    chosen = [_without_shared_toe(pbones, LIMBS[n]) for n in names]
     missing = [
         b
         for limb in chosen
@@ -114,6 +114,14 @@ def check(ob: Any, limbs: Iterable[str], frames: list[int]) -> list[Limb]:
     if no_switch:
         raise RigError(f"no {SWITCH!r} property on {', '.join(no_switch)}")
     return chosen
+
+
+def _without_shared_toe(pbones: Any, limb: Limb) -> Limb:
+    """A leg generated without Rigify's "Extra IK Toe" has one toe control (``toe.L``) for IK and
+    FK, so no ``toe_fk.L`` to bake: the leg is baked down to the foot."""
+    if not limb.fk[-1].startswith("toe_fk.") or pbones.get(limb.fk[-1]) is not None:
+        return limb
+    return Limb(limb.switch_bone, limb.fk[:-1], limb.org[:-1])
 
 
 def _save(pbones: Any, names: list[str]) -> list[tuple[Any, ...]]:
@@ -237,7 +245,7 @@ def bake_fk(
     scene.frame_set(original_frame)
     return RigifyBakeReport(
         frames=frame_list,
-        limbs=[n for n, limb in LIMBS.items() if limb in chosen],
+        limbs=sorted(set(limbs)),
         bones=fk_names,
         keys=keys,
         error=error,

@@ -163,3 +163,24 @@ def test_chain_root_through_the_locked_mch_bone(rig: Any, addon: ModuleType) -> 
     report = addon.bridge.run(rig, bpy.context.scene, None, keyframe=False)
     assert report.position_error.max() < 1e-5
     assert addon.bridge.rig.chain_length(rig, goal) == 4
+
+
+def test_leg_without_an_fk_toe_bakes_down_to_the_foot(rig: Any) -> None:
+    """Without Rigify's "Extra IK Toe" a leg has one toe control for IK and FK (no toe_fk)."""
+    rig.data.bones["toe_fk.L"].name = "toe.L"
+
+    def foot_tails() -> np.ndarray:  # DEF-foot stretches to the toe: the ORG foot instead
+        out = []
+        for frame in FRAMES:
+            bpy.context.scene.frame_set(frame)
+            out.append(np.array(rig.matrix_world @ rig.pose.bones["ORG-foot.L"].tail))
+        return np.array(out)
+
+    ik = foot_tails()
+    with override(rig):
+        assert bpy.ops.jacobian_ik.bake_rigify_fk(
+            frame_start=FRAMES[0], frame_end=FRAMES[-1], limbs={"LEG_L"}
+        ) == {"FINISHED"}
+    keyed = {p.split('"')[1] for p, _ in fk_fcurves(rig)}
+    assert {"thigh_fk.L", "shin_fk.L", "foot_fk.L"} <= keyed and "toe.L" not in keyed
+    assert np.abs(foot_tails() - ik).max() < 1e-4
