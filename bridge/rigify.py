@@ -250,6 +250,12 @@ def bake_fk(
         keys=keys,
         error=error,
         switch_keyed=keyed,
+        warnings=[
+            f"{LIMBS[n].fk[-1]}: not in the rig (Rigify's Extra IK Toe off), so the toe control "
+            "is shared by IK and FK and not baked"
+            for n in sorted(set(limbs))
+            if LIMBS[n].fk[-1] not in fk_names
+        ],
     )
 
 

@@ -165,7 +165,7 @@ def test_chain_root_through_the_locked_mch_bone(rig: Any, addon: ModuleType) -> 
     assert addon.bridge.rig.chain_length(rig, goal) == 4
 
 
-def test_leg_without_an_fk_toe_bakes_down_to_the_foot(rig: Any) -> None:
+def test_leg_without_an_fk_toe_bakes_down_to_the_foot(rig: Any, addon: ModuleType) -> None:
     """Without Rigify's "Extra IK Toe" a leg has one toe control for IK and FK (no toe_fk)."""
     rig.data.bones["toe_fk.L"].name = "toe.L"
 
@@ -177,10 +177,11 @@ def test_leg_without_an_fk_toe_bakes_down_to_the_foot(rig: Any) -> None:
         return np.array(out)
 
     ik = foot_tails()
-    with override(rig):
-        assert bpy.ops.jacobian_ik.bake_rigify_fk(
-            frame_start=FRAMES[0], frame_end=FRAMES[-1], limbs={"LEG_L"}
-        ) == {"FINISHED"}
+    report = addon.bridge.rigify.bake_fk(rig, bpy.context.scene, FRAMES, {"LEG_L"})
+    assert report.warnings == [
+        "toe_fk.L: not in the rig (Rigify's Extra IK Toe off), so the toe control is shared "
+        "by IK and FK and not baked"
+    ]
     keyed = {p.split('"')[1] for p, _ in fk_fcurves(rig)}
     assert {"thigh_fk.L", "shin_fk.L", "foot_fk.L"} <= keyed and "toe.L" not in keyed
     assert np.abs(foot_tails() - ik).max() < 1e-4
