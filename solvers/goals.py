@@ -61,6 +61,7 @@ class PreparedGoals:
     is_aim: NDArray[np.bool_]  # (E,)
     support: NDArray[np.bool_]  # (E,)
     balance: PreparedBalance | None = None  # set by solve() (it needs the skeleton)
+    on: NDArray[np.bool_] | None = None  # (F, E) the goals each frame solves (its IK tree's)
 
     @property
     def frames(self) -> int:
@@ -81,24 +82,7 @@ class PreparedGoals:
             self.is_aim,
             self.support,
             None if self.balance is None else self.balance.take(i),
-        )
-
-    def select(self, effectors: NDArray[np.intp]) -> PreparedGoals:
-        """The goals of ``effectors`` only (one IK tree's, for its own skeleton)."""
-        i = np.asarray(effectors)
-        return PreparedGoals(
-            self.position[:, i],
-            self.rotation_model[:, i],
-            self.w_pos[i],
-            self.w_rot[i],
-            self.lin,
-            self.trans,
-            self.lin_inv,
-            self.secondary[i],
-            self.aim[i],
-            self.is_aim[i],
-            self.support[i],
-            None,
+            None if self.on is None else self.on[i],
         )
 
     def support_point(self) -> Array:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -183,6 +183,25 @@ class _Problem:
         self.any_rot = bool(np.any((goals.w_rot > 0) & ~goals.is_aim))
         self.identity_base = bool(np.all(goals.lin == np.eye(3)))
 
+    def row_weights(self, g: PreparedGoals) -> Array:
+        """(F, rows) square-root weights of the primary rows; 0 for goals of other IK trees."""
+        if g.on is None:
+            return np.broadcast_to(self.sqrt_w, (g.frames, len(self.rows)))
+        return np.asarray(self.sqrt_w * g.on[:, self.rows // 6])
+
+    def secondary_weights(self, g: PreparedGoals) -> Array:
+        if g.on is None:
+            return np.broadcast_to(self.sec_sqrt_w, (g.frames, len(self.sec_rows)))
+        return np.asarray(self.sec_sqrt_w * g.on[:, self.sec_rows // 6])
+
+    def tolerances(self, g: PreparedGoals) -> tuple[Array, Array]:
+        """(F, E) position and rotation tolerances (inf: the goal does not decide)."""
+        st = self.settings
+        pos, rot = self.use_pos[None, :], self.use_rot[None, :]
+        if g.on is not None:
+            pos, rot = pos & g.on, rot & g.on
+        return np.where(pos, st.tolerance, np.inf), np.where(rot, st.rotation_tolerance, np.inf)
+
     def errors(self, kin: Kinematics, g: PreparedGoals) -> _Errors:
         world = rotate(g.lin[:, None], kin.points) + g.trans[:, None]
         f, e = world.shape[:2]
@@ -201,7 +220,7 @@ class _Problem:
             err[:, ai] = 0.0
             err[:, ai, :2] = e_aim
             pos[:, ai], rot[:, ai] = 0.0, theta
-        weighted = err.reshape(f, -1)[:, self.rows] * self.sqrt_w
+        weighted = err.reshape(f, -1)[:, self.rows] * self.row_weights(g)
         return _Errors(err, pos, rot, np.linalg.norm(weighted, axis=1))
 
 
@@ -236,20 +255,23 @@ def solve(
     if goals.balance is not None:
         g.balance = prepare_balance(goals.balance, skeleton, g.frames, g.support_point())
     trees = ik_trees(skeleton) if g.balance is None else [np.arange(skeleton.n_effectors)]
+    problem = _Problem(skeleton, g, settings)
+    method = settings.make_method()
     if len(trees) == 1:
-        result = _solve_tree(skeleton, g, settings, start, resume)
+        result = _solve(problem, method, g, start, resume, 1)
         result.trees = trees
     else:
-        carried = (resume or {}).get("trees", [None] * len(trees))
-        parts = []
-        for tree, carry in zip(trees, carried, strict=True):
-            # each tree on its own skeleton: the bones from the roots to its goals
-            sub, bones, _ = skeleton.subtree(tree)
-            st = settings
-            if settings.rest_pose is not None:
-                st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
-            parts.append(_solve_tree(sub, g.select(tree), st, _bones(start, bones), carry))
-        result = _merge(skeleton, start, trees, parts)
+        # one batch element per frame and tree (frame-major): each element weighs only its
+        # tree's goals and moves only its tree's DOFs, so it is that tree's problem alone
+        count = len(trees)
+        on = np.zeros((count, skeleton.n_effectors), dtype=bool)
+        for t, tree in enumerate(trees):
+            on[t, tree] = True
+        stacked = np.repeat(np.arange(g.frames), count)
+        gx = g.take(stacked)
+        gx.on = np.tile(on, (g.frames, 1))
+        res = _solve(problem, method, gx, start.take(stacked), resume, count)
+        result = _unstack(skeleton, start, trees, res)
     if g.balance is not None:
         kin = skeleton.forward_kinematics(result.pose)
         result.balance_distance = balance_distance(kin, g.balance, g.lin, g.trans)
@@ -278,72 +300,53 @@ def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
     return [np.flatnonzero(label == t) for t in np.unique(label)]
 
 
-def _solve_tree(
-    skeleton: Skeleton,
+def _solve(
+    problem: _Problem,
+    method: Method,
     g: PreparedGoals,
-    settings: Settings,
     start: Pose,
     resume: dict[str, Any] | None,
+    group: int,
 ) -> SolveResult:
-    """One IK tree, converge or track mode."""
-    problem = _Problem(skeleton, g, settings)
-    method = settings.make_method()
-    if problem.rows.size == 0:  # a tree of zero-weight goals: nothing to do
+    if problem.rows.size == 0:  # only zero-weight goals: nothing to do
         res = _iterate(problem, method, g, start, 0, track=True)
         res.reason[:] = "converged"
         return res
-    if settings.mode == "converge":
-        return _iterate(problem, method, g, start, settings.max_iterations, False)
-    return _track(problem, method, g, start, resume)
+    if problem.settings.mode == "converge":
+        return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
+    return _track(problem, method, g, start, resume, group)
 
 
-def _bones(pose: Pose, bones: NDArray[np.intp]) -> Pose:
-    return Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
-
-
-def _merge(
-    skeleton: Skeleton, start: Pose, trees: list[NDArray[np.intp]], parts: list[SolveResult]
+def _unstack(
+    skeleton: Skeleton, start: Pose, trees: list[NDArray[np.intp]], res: SolveResult
 ) -> SolveResult:
-    """One result from the trees' results: each bone and goal from the tree that solves it."""
+    """The frames' result from the (frame, tree) elements': each bone and goal from its tree."""
+    count, frames = len(trees), start.frames
     pose = start.copy()
-    frames = start.frames
     pos = np.zeros((frames, skeleton.n_effectors))
     rot = np.zeros((frames, skeleton.n_effectors))
-    for tree, part in zip(trees, parts, strict=True):
-        _, bones, solved = skeleton.subtree(tree)
-        into, out = bones[solved], np.flatnonzero(solved)
-        pose.rotations[:, into] = part.pose.rotations[:, out]
-        pose.locations[:, into] = part.pose.locations[:, out]
-        pose.stretch[:, into] = part.pose.stretch[:, out]
-        pos[:, tree], rot[:, tree] = part.position_error, part.rotation_error
-    reasons = np.stack([p.reason for p in parts])  # (T, F)
+    for t, tree in enumerate(trees):
+        bones = np.unique(skeleton.dof_bone[skeleton.dof_moves[tree].any(axis=0)])
+        mine = res.pose.take(np.arange(t, frames * count, count))
+        pose.rotations[:, bones] = mine.rotations[:, bones]
+        pose.locations[:, bones] = mine.locations[:, bones]
+        pose.stretch[:, bones] = mine.stretch[:, bones]
+        pos[:, tree] = res.position_error[t::count][:, tree]
+        rot[:, tree] = res.rotation_error[t::count][:, tree]
+    reasons = res.reason.reshape(frames, count).T  # (T, F)
     # a frame's reason: "converged" when every tree converged, else the first tree's that did not
     first = np.argmax(reasons != "converged", axis=0)
-    reason = reasons[first, np.arange(frames)]
-    length = max(len(p.history) for p in parts)
-    hist = np.sqrt(
-        sum(
-            np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge") ** 2
-            for p in parts
-        )
-    )
-    stats: dict[str, list[float]] = {}
-    for p in parts:
-        for k, v in p.stats.items():
-            stats.setdefault(k, []).extend(v)
-    resume = None
-    if all(p.resume is not None for p in parts):
-        resume = {"trees": [p.resume for p in parts]}
+    history = res.history.reshape(len(res.history), frames, count)
     result = SolveResult(
         pose,
         pos,
         rot,
-        np.max([p.iterations for p in parts], axis=0),
-        reason,
-        np.asarray(hist),
+        res.iterations.reshape(frames, count).max(axis=1),
+        reasons[first, np.arange(frames)],
+        np.sqrt((history**2).sum(axis=2)),
         0.0,
-        stats,
-        resume,
+        res.stats,
+        res.resume,
     )
     result.trees, result.tree_reason = trees, reasons
     return result
@@ -380,19 +383,27 @@ def _track(
     g: PreparedGoals,
     start: Pose,
     carry: dict[str, Any] | None,
+    group: int = 1,
 ) -> SolveResult:
+    """Track mode: frame after frame; ``group`` batch elements a frame (its IK trees), each
+    carrying its own state on (``resume`` holds one per tree when there are several)."""
     steps = problem.settings.track_steps
-    frames = g.frames
+    frames = g.frames // group
     out = start.copy()
     if carry is None:
-        carry = {"method": method.initial_state(1)}
+        carries = [{"method": method.initial_state(1)} for _ in range(group)]
+    else:
+        carries = carry["trees"] if group > 1 else [carry]
     pieces = []
-    current = start[0]
+    current = start.take(np.arange(group))
     for f in range(frames):
-        res = _iterate(problem, method, g.take(np.array([f])), current, steps, True, carry)
-        out.put(np.array([f]), res.pose)
-        current = res.pose
-        pieces.append(res)
+        for t in range(group):
+            i = np.array([f * group + t])
+            res = _iterate(problem, method, g.take(i), current[t], steps, True, carries[t])
+            out.put(i, res.pose)
+            current.put(np.array([t]), res.pose)
+            pieces.append(res)
+    carry = {"trees": carries} if group > 1 else carries[0]
     history = np.concatenate(
         [np.pad(r.history, ((0, steps + 1 - len(r.history)), (0, 0)), mode="edge") for r in pieces],
         axis=1,
@@ -538,14 +549,14 @@ def _iterate(
         prev_colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
         scale=np.ones(frames),
         kicks=np.zeros(frames, dtype=np.intp),
-        colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
+        colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy()
+        if goals.on is None
+        else skel.dof_weight * ((goals.on.astype(float) @ skel.dof_moves) > 0),
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
         prev_pos=carry.get("prev_pos"),
         targets_model=goals.targets_model() if st.jacobian_at_targets else None,
         state=carry.get("method", method.initial_state(frames)),
     )
-    tol_pos = np.where(problem.use_pos, st.tolerance, np.inf)
-    tol_rot = np.where(problem.use_rot, st.rotation_tolerance, np.inf)
 
     def finish(idx: NDArray[np.intp], why: NDArray[np.intp] | int, k: int) -> None:
         out = a.index[idx]
@@ -558,6 +569,7 @@ def _iterate(
         kin = skel.forward_kinematics(a.pose)
         err = problem.errors(kin, a.goals)
         r = err.residual
+        tol_pos, tol_rot = problem.tolerances(a.goals)
         if reject and k > 0:
             # a step that raised the error (and lost the goals) is undone and retried at half
             # the length; within tolerance, null-space tasks (poles, balance) may trade a little
@@ -673,10 +685,10 @@ def _iterate(
         f_act = len(a.index)
         jw = (
             jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
-            * problem.sqrt_w[None, :, None]
+            * problem.row_weights(a.goals)[:, :, None]
             * a.colw[:, None, :]
         )
-        ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.sqrt_w
+        ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
         ctx = StepContext(
             0.5 * np.einsum("fm,fm->f", ew, ew),
             problem.blocks,
@@ -691,7 +703,7 @@ def _iterate(
         if not track and st.gradient_tolerance > 0:
             # a stationary point of the weighted error: J~^T e~ (the gradient) small against
             # |J~| |e~|, or no step found that lowers the error
-            e_raw = err.e.reshape(f_act, -1)[:, problem.rows] * problem.sqrt_w
+            e_raw = err.e.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
             grad = np.linalg.norm(np.einsum("fmn,fm->fn", jw, e_raw), axis=1)
             size = np.linalg.norm(jw.reshape(f_act, -1), axis=1) * np.linalg.norm(e_raw, axis=1)
             stationary = ~met & (
@@ -710,7 +722,7 @@ def _iterate(
             secondary = None
             j2s, e2s = [], []
             if problem.sec_rows.size:
-                w_s = problem.sec_sqrt_w[None, :] * a.sec_on[:, None]
+                w_s = problem.secondary_weights(a.goals) * a.sec_on[:, None]
                 j2s.append(jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows] * w_s[..., None])
                 e2s.append(e6.reshape(f_act, -1)[:, problem.sec_rows] * w_s)
             if problem.balance:
@@ -784,6 +796,8 @@ def _in_reach_unmet(
     d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
     inside = (d < 0.99 * problem.reach) & (d > 1.01 * problem.inner)
     unmet = (err.pos > st.tolerance) & problem.use_pos
+    if goals.on is not None:
+        unmet &= goals.on
     return np.asarray(np.any(inside & unmet, axis=1))
 
 
