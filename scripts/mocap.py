@@ -336,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
             "source_max": float(np.max(source)) if source else 0.0,
         }
 
-    # frames that did not converge, and why: a goal beyond its chain's reach, else the limit
+    # why frames did not converge: every frame where a goal is off by more than the tolerance
+    # or the solver hit its iteration limit (a superset of the frames the solver does not count
+    # as converged), by reason: a goal beyond its chain's reach, nearly straight, else the limit
     reach = {}
     for bone, pts in [(f"foot.{s}", leg_t[s]) for s in SIDES] + [
         (f"hand.{s}", arm_t[s]) for s in SIDES
@@ -376,7 +378,11 @@ def main(argv: list[str] | None = None) -> int:
         "keys_written": run.keys,
         "keys_full_bake": run.full_keys,
         "converged_frames": run.converged,
-        "not_converged": {"frames": int(n - run.converged), "reasons": reasons},
+        "not_converged": {
+            "frames": int(n - run.converged),
+            "frames_off_or_at_the_limit": len(stuck),
+            "reasons": reasons,
+        },
         "largest_reach": {b: float(r.max()) for b, r in reach.items()},
         "most_iterations": int(run.iterations.max()),
         "solver_error_max": float(run.position_error.max()),

