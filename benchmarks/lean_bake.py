@@ -5,7 +5,11 @@ The demo's 20-bone character (scripts/demo.py: hands circling, feet stepping, hi
 tolerances. The playback error is measured by Blender itself (``frame_set`` with the keys, no
 IK): the distance of each goal's effector from where the full bake puts it.
 
-    .venv/bin/python benchmarks/lean_bake.py [--frames 250]
+    .venv/bin/python benchmarks/lean_bake.py [--frames 250] [--zoo N]
+
+With ``--zoo N`` also N rigs of the zoo (benchmarks/zoo_rigs.py, seed 1), each baked in full and
+lean (the operator's default tolerances) on fresh scenes: keys, the goal tails' playback distance
+and the largest bone rotation difference from the full bake.
 """
 
 from __future__ import annotations
@@ -91,9 +95,71 @@ def benchmark(
     return rows
 
 
+def _state(ob: Any, names: list[str], frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame: the goal bones' world tails and every pose bone's local rotation (quaternion)."""
+    scene = bpy.context.scene
+    tips = np.empty((frames, len(names), 3))
+    quats = np.empty((frames, len(ob.pose.bones), 4))
+    for f in range(frames):
+        scene.frame_set(f + 1)
+        for e, name in enumerate(names):
+            tips[f, e] = ob.matrix_world @ ob.pose.bones[name].tail
+        for b, pb in enumerate(ob.pose.bones):
+            quats[f, b] = pb.matrix_basis.to_quaternion()
+    return tips, quats
+
+
+def zoo_rows(
+    seed: int = 1, count: int = 5, frames: int = 250, tolerances: tuple[float, float] | None = None
+) -> list[dict[str, Any]]:
+    """Full against lean bakes (the operator's default tolerances unless given) on zoo rigs
+    (benchmarks/zoo_rigs.py): keys, the goal tails' playback distance from the full bake's and
+    the largest bone rotation difference (degrees)."""
+    from checkout import load_checkout
+
+    from benchmarks import vs_blender
+    from benchmarks import zoo as zoo_bench
+    from benchmarks.zoo_rigs import zoo
+
+    vs_blender.import_bpy()  # sets vs_blender.bpy (bpy is imported already, see the imports)
+    load_checkout()
+    rows = []
+    for rig in zoo(seed, count):
+        spec, _ = zoo_bench.spec_of(rig, frames)
+        names = [g.bone for g in rig.goals]
+        results = []
+        for lean in (False, True):  # each on a fresh scene: the same solve, two ways to key it
+            ob, _ = zoo_bench.build(rig, spec, frames)
+            kw: dict[str, Any] = {"reduce_keys": lean}
+            if lean and tolerances is not None:
+                kw |= {"key_tolerance": tolerances[0], "position_tolerance": tolerances[1]}
+            override = {"object": ob, "active_object": ob, "selected_objects": [ob]}
+            with bpy.context.temp_override(**override):
+                assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+                op = bpy.ops.jacobian_ik.bake
+                assert op(frame_start=1, frame_end=frames, **kw) == {"FINISHED"}
+            results.append((ob.jacobian_ik.last_keys, *_state(ob, names, frames)))
+        (full_keys, tips, quats), (lean_keys, lean_tips, lean_quats) = results
+        dot = np.abs(np.sum(quats * lean_quats, axis=2))
+        rows.append(
+            {
+                "rig": rig.name,
+                "kind": rig.kind,
+                "bones": len(rig.bones),
+                "keys_full": full_keys,
+                "keys_lean": lean_keys,
+                "ratio": full_keys / max(lean_keys, 1),
+                "playback_error": float(np.linalg.norm(lean_tips - tips, axis=2).max()),
+                "rotation_error_deg": float(np.degrees(2 * np.arccos(np.clip(dot, 0, 1))).max()),
+            }
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=250)
+    parser.add_argument("--zoo", type=int, default=0, help="also N zoo rigs (seed 1), defaults")
     args = parser.parse_args()
     rows = benchmark(args.frames)
     print(f"lean bake, demo character, {args.frames} frames")
@@ -106,6 +172,17 @@ def main() -> int:
             f"{r['playback_error']:13.2e} {r['time']:7.2f}"
         )
     ok = all(r["playback_error"] <= r.get("position_tolerance", 0.0) + 1e-5 for r in rows)
+    if args.zoo:
+        print(f"lean bake at the default tolerances, zoo rigs (seed 1), {args.frames} frames")
+        print(
+            f"{'rig':14} {'bones':>5} {'full':>7} {'lean':>7} {'fewer':>6} "
+            f"{'pos err':>9} {'rot deg':>8}"
+        )
+        for z in zoo_rows(1, args.zoo, args.frames):
+            print(
+                f"{z['rig']:14} {z['bones']:5d} {z['keys_full']:7d} {z['keys_lean']:7d} "
+                f"{z['ratio']:5.1f}x {z['playback_error']:9.2e} {z['rotation_error_deg']:8.3f}"
+            )
     return 0 if ok else 1
 
 
