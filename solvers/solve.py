@@ -66,7 +66,7 @@ class Settings:
     max_iterations: int = 100
     tolerance: float = 1e-5
     rotation_tolerance: float = 1e-4
-    gradient_tolerance: float = 1e-3
+    gradient_tolerance: float = 1e-4
     reject_rising_steps: bool = True
     stagnation: float = 0.0
     step_tolerance: float = 1e-10
