@@ -85,6 +85,24 @@ class PreparedGoals:
             None if self.on is None else self.on[i],
         )
 
+    def select(self, effectors: NDArray[np.intp]) -> PreparedGoals:
+        """The goals of ``effectors`` only (one IK tree's, for its own skeleton)."""
+        i = np.asarray(effectors)
+        return PreparedGoals(
+            self.position[:, i],
+            self.rotation_model[:, i],
+            self.w_pos[i],
+            self.w_rot[i],
+            self.lin,
+            self.trans,
+            self.lin_inv,
+            self.secondary[i],
+            self.aim[i],
+            self.is_aim[i],
+            self.support[i],
+            None,
+        )
+
     def support_point(self) -> Array:
         """(F, 3) the world midpoint of the support goals' targets."""
         return np.asarray(self.position[:, self.support].mean(axis=1))

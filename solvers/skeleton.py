@@ -236,6 +236,7 @@ class Skeleton:
         depth = np.zeros(self.n_bones, dtype=np.intp)
         for b, p in enumerate(self.parents):
             depth[b] = 0 if p < 0 else depth[p] + 1
+        self.depth = depth
         levels = [
             (np.flatnonzero(depth == d), self.parents[depth == d])
             for d in range(int(depth.max()) + 1)
@@ -307,6 +308,54 @@ class Skeleton:
         self.dof_moves = moves
         self._pair_eff, self._pair_dof = np.nonzero(moves)
         self._pair_rot = self.dof_rotational[self._pair_dof]
+
+    def subtree(self, effectors: NDArray[np.intp]) -> tuple[Skeleton, NDArray[np.intp], Array]:
+        """The skeleton of one IK tree: the bones on the paths from the roots to ``effectors``
+        (and only those effectors), with the joints of the bones whose DOFs move them and every
+        other bone fixed (its pose still applies). Returns (skeleton, the bones it keeps as
+        indices of this skeleton, a mask over them of the bones it solves). Cached."""
+        key = tuple(int(e) for e in effectors)
+        cache: dict[tuple[int, ...], tuple[Skeleton, NDArray[np.intp], Array]]
+        cache = self.__dict__.setdefault("_subtrees", {})
+        if key in cache:
+            return cache[key]
+        solved = set(self.dof_bone[self.dof_moves[list(key)].any(axis=0)].tolist())
+        keep = np.zeros(self.n_bones, dtype=bool)
+        for e in key:
+            b = int(self.eff_bone[e])
+            while b >= 0 and not keep[b]:
+                keep[b] = True
+                b = int(self.parents[b])
+        bones = np.flatnonzero(keep)
+        index = np.full(self.n_bones, -1, dtype=np.intp)
+        index[bones] = np.arange(len(bones))
+        rest = np.zeros((len(bones), 4, 4))
+        rest[:, :3, :3], rest[:, :3, 3], rest[:, 3, 3] = (
+            self.rest_rot[bones],
+            self.rest_pos[bones],
+            1,
+        )
+        sub = Skeleton(
+            [int(index[p]) if p >= 0 else -1 for p in self.parents[bones]],
+            rest,
+            [self.joints[b] if b in solved else Joint.fixed() for b in bones],
+            [
+                Effector(
+                    int(index[self.eff_bone[e]]),
+                    (
+                        float(self.eff_offset[e, 0]),
+                        float(self.eff_offset[e, 1]),
+                        float(self.eff_offset[e, 2]),
+                    ),
+                    self.effectors[e].name,
+                )
+                for e in key
+            ],
+            [self.names[b] for b in bones],
+        )
+        mask = np.array([b in solved for b in bones])
+        cache[key] = (sub, bones, mask)
+        return cache[key]
 
     def chain_reach(self) -> tuple[Array, NDArray[np.intp], Array]:
         """Per effector: (reach, base bone, inner reach) of its chain.

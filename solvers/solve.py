@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -260,9 +260,27 @@ def solve(
     if len(trees) == 1:
         result = _solve(problem, method, g, start, resume, 1)
         result.trees = trees
+    elif settings.mode == "track" or g.frames * len(trees) > STACK_LIMIT:
+        # many frames: each tree on its own skeleton (the bones from the roots to its goals),
+        # all its frames in one batch
+        carried = (resume or {}).get("trees", [None] * len(trees))
+        parts = []
+        for tree, carry in zip(trees, carried, strict=True):
+            sub, bones, _ = skeleton.subtree(tree)
+            st = settings
+            if settings.rest_pose is not None:
+                st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
+            part_problem = _Problem(sub, g.select(tree), st)
+            parts.append(
+                _solve(
+                    part_problem, st.make_method(), g.select(tree), _bones(start, bones), carry, 1
+                )
+            )
+        result = _merge(skeleton, start, trees, parts)
     else:
-        # one batch element per frame and tree (frame-major): each element weighs only its
-        # tree's goals and moves only its tree's DOFs, so it is that tree's problem alone
+        # few frames (live posing): one batch element per frame and tree (frame-major), each
+        # weighing only its tree's goals and moving only its tree's DOFs: the same problem as
+        # its tree alone, in one call
         count = len(trees)
         on = np.zeros((count, skeleton.n_effectors), dtype=bool)
         for t, tree in enumerate(trees):
@@ -315,6 +333,56 @@ def _solve(
     if problem.settings.mode == "converge":
         return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
     return _track(problem, method, g, start, resume, group)
+
+
+def _bones(pose: Pose, bones: NDArray[np.intp]) -> Pose:
+    return Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
+
+
+def _merge(
+    skeleton: Skeleton, start: Pose, trees: list[NDArray[np.intp]], parts: list[SolveResult]
+) -> SolveResult:
+    """The frames' result from the trees' results on their own skeletons."""
+    pose = start.copy()
+    frames = start.frames
+    pos = np.zeros((frames, skeleton.n_effectors))
+    rot = np.zeros((frames, skeleton.n_effectors))
+    for tree, part in zip(trees, parts, strict=True):
+        _, bones, solved = skeleton.subtree(tree)
+        into, out = bones[solved], np.flatnonzero(solved)
+        pose.rotations[:, into] = part.pose.rotations[:, out]
+        pose.locations[:, into] = part.pose.locations[:, out]
+        pose.stretch[:, into] = part.pose.stretch[:, out]
+        pos[:, tree], rot[:, tree] = part.position_error, part.rotation_error
+    reasons = np.stack([p.reason for p in parts])  # (T, F)
+    first = np.argmax(reasons != "converged", axis=0)
+    length = max(len(p.history) for p in parts)
+    hist = np.sqrt(
+        sum(
+            np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge") ** 2
+            for p in parts
+        )
+    )
+    stats: dict[str, list[float]] = {}
+    for p in parts:
+        for k, v in p.stats.items():
+            stats.setdefault(k, []).extend(v)
+    resume = None
+    if all(p.resume is not None for p in parts):
+        resume = {"trees": [p.resume for p in parts]}
+    result = SolveResult(
+        pose,
+        pos,
+        rot,
+        np.max([p.iterations for p in parts], axis=0),
+        reasons[first, np.arange(frames)],
+        np.asarray(hist),
+        0.0,
+        stats,
+        resume,
+    )
+    result.trees, result.tree_reason = trees, reasons
+    return result
 
 
 def _unstack(
@@ -438,6 +506,11 @@ REASONS = np.array(
 _RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED, _STATIONARY = range(7)
 KICK = 0.05
 """Radians: how far each free DOF turns to leave a saddle point (a straight chain)."""
+STACK_LIMIT = 64
+"""In converge mode, up to this many (frame, tree) pairs the trees are batch elements of one
+call on the whole skeleton (live posing: the fewest numpy calls); above it, and in track mode,
+each tree is solved on its own skeleton (bakes: the least arithmetic). Both solve the same
+problems (tested)."""
 MIN_STEP_SCALE = 1.0 / 1024
 """A frame whose step, halved after each rise of the error, gets shorter than this is at a
 stationary point for its method."""
@@ -749,8 +822,10 @@ def _iterate(
         # the step out of a saddle is kept even where it raises the error
         a.prev_r = np.where(saddles, np.inf, a.prev_r)
         if np.any(kick):
-            # a fixed small turn of every free DOF (alternating signs): deterministic
-            dq[kick] = a.colw[kick] * KICK * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+            # a fixed small turn of every free DOF, its sign alternating with the bone's depth
+            # and the axis: deterministic, and the same on a tree's own skeleton
+            parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
+            dq[kick] = a.colw[kick] * KICK * np.where(parity, 1.0, -1.0)
             a.scale[kick] = 1.0
         a.state = ctx.state
         a.pose = skel.apply(a.pose, dq)

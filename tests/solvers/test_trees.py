@@ -157,3 +157,24 @@ def test_the_error_never_rises_and_no_solve_diverges(method: str) -> None:
     first, last = res.history[0], res.history[-1]
     assert np.all(last <= first + 1e-12)
     assert set(res.goal_status.ravel().tolist()) <= {"met", "out_of_reach", "conflict"}
+
+
+@pytest.mark.parametrize("method", ("lm", "sdls"))
+def test_trees_stacked_in_one_batch_equal_trees_on_their_own_skeletons(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    solve_module = importlib.import_module("solvers.solve")
+
+    rng = np.random.default_rng(5)
+    skel = random_humanoid(rng, True)
+    pos = targets(skel, rng, frames=6, far=0)
+    settings = Settings(method=method, max_iterations=150)
+    monkeypatch.setattr(solve_module, "STACK_LIMIT", 10**9)
+    stacked = solve(skel, Goals(position=pos), settings)
+    monkeypatch.setattr(solve_module, "STACK_LIMIT", 0)
+    separate = solve(skel, Goals(position=pos), settings)
+    assert np.abs(stacked.pose.rotations - separate.pose.rotations).max() <= 1e-9
+    assert np.abs(stacked.position_error - separate.position_error).max() <= 1e-9
+    assert (stacked.tree_reason == separate.tree_reason).all()
