@@ -18,7 +18,7 @@ from mathutils import Matrix, Quaternion
 from numpy.typing import NDArray
 
 from ..solvers import Goals as SolverGoals
-from ..solvers import Pose, Settings, SolveResult, solve
+from ..solvers import Pose, Settings, Solver, SolveResult
 from . import full_body, limits, rig, write
 from .errors import RigError
 from .run import prepare, solve_frames
@@ -132,6 +132,7 @@ class LiveModel:
         self.ik_key = ik_key(ob, self.free_names)
         self.ik_checked = time.monotonic()
         self.skeleton = model.skeleton
+        self.solver = Solver(self.skeleton, self.settings)  # prepared once, one frame per call
         self.pose_index = model.pose_index
         self.parents = model.parents
         self.rest = model.rest
@@ -310,7 +311,7 @@ class LiveModel:
             rotation_weight=self.rotation_weight,
             base=base,
         )
-        return solve(self.skeleton, goals, self.settings, pose=pose)
+        return self.solver.solve(goals, pose=pose)
 
     def reachable(self, targets: Array, base: Array, bones: Array) -> NDArray[np.bool_]:
         """Each goal's target within its chain's reach: the distance from the head of the

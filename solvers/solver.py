@@ -1,0 +1,206 @@
+"""``Solver``: one skeleton and settings prepared once for bakes, live posing and the API.
+
+``solve()`` is its thin wrapper. The IK trees, the per-tree loop and the stop rules are in
+solvers/solve.py; the one-frame path in solvers/frame.py.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import SettingsError
+from .frame import FrameSolver, unsupported
+from .goals import Goals, check_weights, prepare_goals
+from .skeleton import Pose, Skeleton
+from .solve import Settings, SolveResult, goal_status, ik_trees
+from .solve import solve as solve_batched
+
+SINGULAR_VALUE_METHODS = frozenset(
+    {"dls_nakamura_hanafusa", "dls_kelmar", "dls_maciejewski_klein", "dls_chiaverini"}
+)
+"""Methods whose damping follows J's singular values or manipulability. ``solve`` stacks the IK
+trees as batch elements whose Jacobians keep the other trees' rows and DOF columns as zeros, so
+these methods see a rank-deficient J (manipulability 0) there and damp more than on the tree
+alone; the one-frame path solves each tree's own rows and DOFs. Until the two agree, these
+methods always run the batched loop (live equals bake)."""
+
+
+class Solver:
+    """One skeleton and settings prepared once, solved many times: bakes (many frames,
+    batched), live posing and ``api.solve_pose`` (one frame, warm start from the last pose).
+
+    ``Solver(skeleton, settings).solve(goals, pose=None, resume=None)`` gives what
+    ``solve(skeleton, goals, settings, pose, resume)`` gives. The IK trees, each tree's own
+    skeleton, rows, weights and DOF map are prepared on the first solve with a given set of goal
+    weights (position, rotation, secondary, aim, balance on/off, identity base or not) and
+    reused while it stays the same.
+
+    One converge-mode frame runs ``frame.FrameSolver`` per tree when it covers the problem
+    (``frame.unsupported``; no poles, aim goals or balance): the same iteration, stops, step
+    rejection and saddle kick as the batched loop, with its set-up done once and one frame's
+    numpy calls; equal to the batched loop to rounding (tests/solvers/test_one_frame.py).
+    ``one_frame_path=False`` always runs the batched loop, as ``solve()`` does, so that a range
+    equals its frames solved one by one to 1e-9, not only to rounding.
+    """
+
+    def __init__(
+        self, skeleton: Skeleton, settings: Settings | None = None, one_frame_path: bool = True
+    ) -> None:
+        self.skeleton = skeleton
+        self.settings = settings or Settings()
+        self.settings.make_method()  # an unknown method fails here
+        self.one_frame_path = one_frame_path
+        self.trees_all = ik_trees(skeleton)
+        self._fast: dict[bytes, list[FrameSolver] | None] = {}
+
+    def trees(self, goals: Goals) -> list[NDArray[np.intp]]:
+        """The IK trees (effector indices) ``solve`` splits these goals into."""
+        if goals.balance is not None:
+            return [np.arange(self.skeleton.n_effectors)]
+        return self.trees_all
+
+    def solve(
+        self,
+        goals: Goals,
+        pose: Pose | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> SolveResult:
+        """Solve the goals for every frame from ``pose`` (F frames, or one broadcast; default
+        rest); see ``Settings`` for the options and modes.
+
+        In track mode, ``resume=previous_result.resume`` (with ``pose`` = its last frame)
+        carries the method's state and the adaptive clamp on, so a range solved in chunks
+        equals the whole.
+        """
+        skeleton, settings = self.skeleton, self.settings
+        t0 = time.perf_counter()
+        if self.one_frame_path:
+            fast = self._one_frame(goals, pose)
+            if fast is not None:
+                fast.elapsed = time.perf_counter() - t0
+                return fast
+        result = solve_batched(skeleton, goals, settings, pose, resume)
+        result.elapsed = time.perf_counter() - t0
+        return result
+
+    def _one_frame(self, goals: Goals, pose: Pose | None) -> SolveResult | None:
+        """The one-frame path (None when it does not apply)."""
+        st, skel = self.settings, self.skeleton
+        position = np.asarray(goals.position, dtype=float)
+        if st.mode != "converge" or position.ndim != 3 or position.shape[0] != 1:
+            return None
+        if st.method in SINGULAR_VALUE_METHODS:
+            return None
+        if goals.balance is not None or goals.support is not None:
+            return None
+        if goals.secondary is not None and np.any(goals.secondary):
+            return None
+        if goals.aim is not None and np.any(np.asarray(goals.aim)):
+            return None
+        if pose is not None and pose.rotations.shape[0] != 1:
+            return None
+        e = skel.n_effectors
+        w_pos = check_weights(goals.position_weight, 1.0, e, "position_weight")
+        w_rot = check_weights(goals.rotation_weight, 0.0, e, "rotation_weight")
+        key = w_pos.tobytes() + w_rot.tobytes()
+        if key not in self._fast:
+            fast: list[FrameSolver] | None = None
+            if unsupported(skel, st) is None:
+                weighted = (w_pos > 0) | (w_rot > 0)
+                found: list[FrameSolver] = []
+                for tree in self.trees_all:
+                    if not np.any(weighted[tree]):
+                        break  # a tree of zero-weight goals: the batched loop
+                    if len(self.trees_all) == 1:
+                        found.append(FrameSolver(skel, st, w_pos, w_rot))
+                        continue
+                    keep = np.zeros(e, dtype=bool)
+                    keep[tree] = True
+                    dofs = skel.dof_moves[tree].any(axis=0)
+                    wp, wr = np.where(keep, w_pos, 0.0), np.where(keep, w_rot, 0.0)
+                    found.append(FrameSolver(skel, st, wp, wr, dofs, bool(np.any(w_rot > 0))))
+                else:
+                    fast = found
+            self._fast[key] = fast
+        solvers = self._fast[key]
+        if solvers is None:
+            return None
+        start = pose if pose is not None else Pose.rest(skel.n_bones)
+        if start.rotations.shape[1] != skel.n_bones:
+            raise SettingsError(
+                f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skel.n_bones}"
+            )
+        rotation = None if goals.rotation is None else np.asarray(goals.rotation, dtype=float)[0]
+        base = None if goals.base is None else np.asarray(goals.base, dtype=float)
+        if base is not None and base.ndim == 3:
+            base = base[0]
+        trees = self.trees_all
+        if len(solvers) == 1:
+            result = solvers[0].solve(position[0], rotation, base, start)
+            result.trees = trees
+        else:
+            result = _one_frame_merge(
+                skel, start, trees, [fs.solve(position[0], rotation, base, start) for fs in solvers]
+            )
+        met = (result.position_error[0] <= st.tolerance) | (w_pos <= 0)
+        met &= (result.rotation_error[0] <= st.rotation_tolerance) | (w_rot <= 0)
+        if np.all(met):
+            result.goal_status = np.full((1, e), "met")
+        else:
+            result.goal_status = goal_status(skel, prepare_goals(goals, e), result, st)
+        return result
+
+
+def _one_frame_merge(
+    skel: Skeleton, start: Pose, trees: list[NDArray[np.intp]], parts: list[SolveResult]
+) -> SolveResult:
+    """One frame's result from its trees' (each bone and goal from the tree that solves it),
+    laid out as ``solve`` lays out its trees."""
+    pose = start.copy()
+    n_eff = skel.n_effectors
+    pos, rot = np.zeros((1, n_eff)), np.zeros((1, n_eff))
+    for tree, part in zip(trees, parts, strict=True):
+        bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
+        pose.rotations[:, bones] = part.pose.rotations[:, bones]
+        pos[:, tree], rot[:, tree] = part.position_error[:, tree], part.rotation_error[:, tree]
+    reasons = np.stack([p.reason for p in parts])  # (T, 1)
+    first = np.argmax(reasons != "converged", axis=0)
+    length = max(len(p.history) for p in parts)
+    hist = np.sqrt(
+        sum(
+            np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge") ** 2
+            for p in parts
+        )
+    )
+    stats: dict[str, list[float]] = {}
+    for p in parts:
+        for k, v in p.stats.items():
+            stats.setdefault(k, []).extend(v)
+    result = SolveResult(
+        pose,
+        pos,
+        rot,
+        np.max([p.iterations for p in parts], axis=0),
+        reasons[first, np.arange(1)],
+        np.asarray(hist),
+        0.0,
+        stats,
+    )
+    result.trees, result.tree_reason = trees, reasons
+    return result
+
+
+def solve(
+    skeleton: Skeleton,
+    goals: Goals,
+    settings: Settings | None = None,
+    pose: Pose | None = None,
+    resume: dict[str, Any] | None = None,
+) -> SolveResult:
+    """Solve the goals for every frame: ``Solver(skeleton, settings).solve(goals, pose,
+    resume)`` without the one-frame path (see ``Solver``; ``Settings`` for the options)."""
+    return solve_batched(skeleton, goals, settings, pose, resume)
