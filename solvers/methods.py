@@ -154,6 +154,9 @@ class Method:
     label: ClassVar[str] = ""
     parameters: ClassVar[tuple[Param, ...]] = ()
     defaults: ClassVar[dict[str, Any]] = {}  # derived from ``parameters``
+    # whether zero rows (the goals of other IK trees, weighing nothing) leave the step as it is;
+    # not for the methods whose damping reads the smallest singular values or their product
+    zero_rows_neutral: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -205,6 +208,8 @@ class Pseudoinverse(Method):
     """Truncated pseudoinverse by SVD: singular values below ``threshold`` times the largest
     are treated as zero (Tabaczynski 2006, 2.3). With ``halving_tolerance`` > 0 the error step
     is halved while ||(I - J J^+) e|| is above it (Tabaczynski 2006, 2.2, steps 3-4)."""
+
+    zero_rows_neutral = False  # the SVD of extra zero rows rounds differently, and J^+ amplifies it
 
     name = "pseudoinverse"
     label = "Pseudoinverse"
@@ -280,6 +285,8 @@ class _SVDDamped(Method):
     """DLS whose damping comes from the singular values: dtheta = sum sigma/(sigma^2 + lam)
     v_i u_i^T e (Deo-Walker appendix A), with lam chosen by ``damping_from``."""
 
+    zero_rows_neutral = False
+
     def damping_from(self, s: Array, alpha: Array, ctx: StepContext) -> Array:
         raise NotImplementedError
 
@@ -347,6 +354,7 @@ class DLSChanLawrence(_SVDDamped):
 
     name = "dls_chan_lawrence"
     label = "DLS, Chan-Lawrence"
+    zero_rows_neutral = True  # its damping reads the error, not the singular values
     parameters = (Param("damping0", 1.0, "Factor lam0 of ||e||^2 in the damping term"),)
 
     def damping_from(self, s: Array, alpha: Array, ctx: StepContext) -> Array:
@@ -410,6 +418,7 @@ class DLSChiaverini(Method):
     dtheta = (J^T W^T W J + lam I)^-1 J^T W^T W e."""
 
     name = "dls_chiaverini"
+    zero_rows_neutral = False
     label = "DLS, Chiaverini"
     parameters = (
         Param("epsilon", 0.1, "Smallest singular value below which damping starts", open_low=True),

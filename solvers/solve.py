@@ -260,7 +260,11 @@ def solve(
     if len(trees) == 1:
         result = _solve(problem, method, g, start, resume, 1)
         result.trees = trees
-    elif settings.mode == "track" or g.frames * len(trees) > STACK_LIMIT:
+    elif (
+        settings.mode == "track"
+        or g.frames * len(trees) > STACK_LIMIT
+        or not method.zero_rows_neutral
+    ):
         # many frames: each tree on its own skeleton (the bones from the roots to its goals),
         # all its frames in one batch
         carried = (resume or {}).get("trees", [None] * len(trees))

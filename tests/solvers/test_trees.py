@@ -128,12 +128,35 @@ def test_a_goal_in_reach_is_met_whatever_another_trees_goal_does(method: str, se
     assert np.all(res.position_error[:, 0] <= best + 1e-3)
 
 
+ALL_METHODS = (
+    "transpose",
+    "pseudoinverse",
+    "gauss_newton",
+    "steepest_descent",
+    "dls",
+    "dls_nakamura_hanafusa",
+    "dls_kelmar",
+    "dls_chan_lawrence",
+    "dls_maciejewski_klein",
+    "dls_chiaverini",
+    "dls_optimal",
+    "sdls",
+    "lm",
+    "lm_constant",
+    "lm_chan_lawrence",
+)
+
+
+@pytest.mark.parametrize("frames", [1, 10, 40])
+@pytest.mark.parametrize("method", ALL_METHODS)
 @pytest.mark.parametrize("spine", [False, True])
-def test_a_tree_solved_with_others_gives_what_it_gives_alone(spine: bool) -> None:
+def test_a_tree_solved_with_others_gives_what_it_gives_alone(
+    spine: bool, method: str, frames: int
+) -> None:
     rng = np.random.default_rng(7)
     skel = random_humanoid(rng, spine)
-    pos = targets(skel, rng, frames=10, far=1)
-    settings = Settings(max_iterations=200)
+    pos = targets(skel, rng, frames=frames, far=1)
+    settings = Settings(method=method, max_iterations=60)
     together = solve(skel, Goals(position=pos), settings)
     for tree in ik_trees(skel):
         weight = np.zeros(skel.n_effectors)
