@@ -11,8 +11,8 @@ from .goals import Goals
 from .methods import METHODS, Method, make_method
 from .skeleton import Effector, Joint, Pose, Skeleton
 from .so3 import angle_axis, exp_so3
-from .solve import Settings, SolveResult
-from .solver import Solver, solve
+from .solve import Settings, SolveResult, solve
+from .solver import Solver
 
 __all__ = [
     "AXIS_VECTORS",

@@ -358,6 +358,16 @@ def _merge(
         pose.locations[:, into] = part.pose.locations[:, out]
         pose.stretch[:, into] = part.pose.stretch[:, out]
         pos[:, tree], rot[:, tree] = part.position_error, part.rotation_error
+    return combine_trees(trees, parts, pose, pos, rot)
+
+
+def combine_trees(
+    trees: list[NDArray[np.intp]], parts: list[SolveResult], pose: Pose, pos: Array, rot: Array
+) -> SolveResult:
+    """The result record of trees solved apart, given their merged pose and errors: a frame's
+    reason is "converged" when every tree converged, else the first tree's that did not; its
+    iterations the most any tree took; the residual history the trees' combined norm."""
+    frames = pose.frames
     reasons = np.stack([p.reason for p in parts])  # (T, F)
     first = np.argmax(reasons != "converged", axis=0)
     length = max(len(p.history) for p in parts)

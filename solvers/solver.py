@@ -16,17 +16,15 @@ from .errors import SettingsError
 from .frame import FrameSolver, unsupported
 from .goals import Goals, check_weights, prepare_goals
 from .skeleton import Pose, Skeleton
-from .solve import Settings, SolveResult, goal_status, ik_trees
-from .solve import solve as solve_batched
+from .solve import Settings, SolveResult, combine_trees, goal_status, ik_trees
+from .solve import solve as solve_batched  # the batched loop (many frames, every option)
 
 SINGULAR_VALUE_METHODS = frozenset(
     {"dls_nakamura_hanafusa", "dls_kelmar", "dls_maciejewski_klein", "dls_chiaverini"}
 )
-"""Methods whose damping follows J's singular values or manipulability. ``solve`` stacks the IK
-trees as batch elements whose Jacobians keep the other trees' rows and DOF columns as zeros, so
-these methods see a rank-deficient J (manipulability 0) there and damp more than on the tree
-alone; the one-frame path solves each tree's own rows and DOFs. Until the two agree, these
-methods always run the batched loop (live equals bake)."""
+"""Methods whose damping follows J's singular values or manipulability. ``solve`` solves their
+IK trees on each tree's own skeleton (``Method.zero_rows_neutral``); the one-frame path has not
+been tested equal to it for them, so they run batched."""
 
 
 class Solver:
@@ -167,40 +165,4 @@ def _one_frame_merge(
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
         pose.rotations[:, bones] = part.pose.rotations[:, bones]
         pos[:, tree], rot[:, tree] = part.position_error[:, tree], part.rotation_error[:, tree]
-    reasons = np.stack([p.reason for p in parts])  # (T, 1)
-    first = np.argmax(reasons != "converged", axis=0)
-    length = max(len(p.history) for p in parts)
-    hist = np.sqrt(
-        sum(
-            np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge") ** 2
-            for p in parts
-        )
-    )
-    stats: dict[str, list[float]] = {}
-    for p in parts:
-        for k, v in p.stats.items():
-            stats.setdefault(k, []).extend(v)
-    result = SolveResult(
-        pose,
-        pos,
-        rot,
-        np.max([p.iterations for p in parts], axis=0),
-        reasons[first, np.arange(1)],
-        np.asarray(hist),
-        0.0,
-        stats,
-    )
-    result.trees, result.tree_reason = trees, reasons
-    return result
-
-
-def solve(
-    skeleton: Skeleton,
-    goals: Goals,
-    settings: Settings | None = None,
-    pose: Pose | None = None,
-    resume: dict[str, Any] | None = None,
-) -> SolveResult:
-    """Solve the goals for every frame: ``Solver(skeleton, settings).solve(goals, pose,
-    resume)`` without the one-frame path (see ``Solver``; ``Settings`` for the options)."""
-    return solve_batched(skeleton, goals, settings, pose, resume)
+    return combine_trees(trees, parts, pose, pos, rot)
