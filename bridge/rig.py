@@ -201,6 +201,59 @@ def _joint(pbone: Any) -> Joint:
 
 def build_model(ob: Any) -> RigModel:
     """The skeleton of ``ob``'s enabled goals; raises RigError on bad input."""
+    goals = _checked_goals(ob)
+    bones = ob.data.bones
+    index = {b.name: i for i, b in enumerate(bones)}
+    parent_of = [index[b.parent.name] if b.parent else -1 for b in bones]
+    needed, free, warnings = _chains(ob, goals, index, parent_of)
+    props = ob.jacobian_ik
+    root = _moving_root(ob, goals, index, parent_of, needed, free)
+
+    def level(b: int) -> int:
+        return 0 if parent_of[b] < 0 else 1 + level(parent_of[b])
+
+    order = sorted(needed, key=lambda b: (level(b), b))
+    position = {b: i for i, b in enumerate(order)}
+    parents = np.array([position.get(parent_of[b], -1) for b in order], dtype=np.intp)
+
+    local = _matrices(bones, "matrix_local")[order]
+    rest = local.copy()
+    has_parent = parents >= 0
+    rest[has_parent] = np.linalg.inv(local[parents[has_parent]]) @ local[has_parent]
+    rest[:, :3, :3] = nearest_rotation(rest[:, :3, :3])  # float32 round-off
+
+    pose_index, joints, free_list = _joints(ob, order, free, root, warnings)
+    effectors = [
+        Effector(
+            position[index[g.bone]],
+            (0.0, float(bones[g.bone].length), 0.0) if g.use_tail else (0.0, 0.0, 0.0),
+            name=g.bone,
+        )
+        for _, g in goals
+    ]
+    names = [bones[b].name for b in order]
+    skeleton = Skeleton(parents, rest, joints, effectors, names=names)
+    connected = np.array([bones[b].use_connect for b in order], dtype=bool)
+    root_index = position[root] if root >= 0 else -1
+    body, balance = _body(ob, goals, names, root_index)
+    return RigModel(
+        skeleton,
+        names,
+        pose_index,
+        parents,
+        rest,
+        free_list,
+        connected,
+        [g for _, g in goals],
+        warnings,
+        root_index,
+        body,
+        float(props.balance_weight) if balance else 0.0,
+    )
+
+
+def _checked_goals(ob: Any) -> list[tuple[int, Any]]:
+    """``ob``'s enabled goals (index, goal); RigError when ``ob`` or a goal cannot be solved."""
     if ob is None or ob.type != "ARMATURE":
         raise RigError("the active object is not an armature")
     if ob.pose is None:
@@ -210,10 +263,14 @@ def build_model(ob: Any) -> RigModel:
         raise RigError(f"armature {ob.name!r} has no enabled goals")
     for i, g in goals:
         check_goal(ob, i, g)
+    return goals
 
-    bones = ob.data.bones
-    index = {b.name: i for i, b in enumerate(bones)}
-    parent_of = [index[b.parent.name] if b.parent else -1 for b in bones]
+
+def _chains(
+    ob: Any, goals: list[tuple[int, Any]], index: dict[str, int], parent_of: list[int]
+) -> tuple[set[int], set[int], list[str]]:
+    """The bones the goals need (their chains and every bone above), the free ones (in a
+    chain) and the warnings about chain lengths and locked bones."""
     needed: set[int] = set()
     free: set[int] = set()
     warnings: list[str] = []
@@ -233,6 +290,20 @@ def build_model(ob: Any) -> RigModel:
         locked = locked_in_chain(ob, g, goal_label(i, g))
         if locked:
             warnings.append(locked_message(goal_label(i, g), locked))
+    return needed, free, warnings
+
+
+def _moving_root(
+    ob: Any,
+    goals: list[tuple[int, Any]],
+    index: dict[str, int],
+    parent_of: list[int],
+    needed: set[int],
+    free: set[int],
+) -> int:
+    """The bone Move Root frees (-1 when off; it and the bones above join ``needed``); refuses
+    targets that move with the solved bones (RigError)."""
+    bones = ob.data.bones
     props = ob.jacobian_ik
     root = -1
     if getattr(props, "move_root", False) and props.root_stiffness < 1.0:
@@ -253,20 +324,16 @@ def build_model(ob: Any) -> RigModel:
         if any(a.name in free_names for a in [bone, *bone.parent_recursive])
     }
     _check_cycles(ob, goals, moved)
+    return root
 
-    def level(b: int) -> int:
-        return 0 if parent_of[b] < 0 else 1 + level(parent_of[b])
 
-    order = sorted(needed, key=lambda b: (level(b), b))
-    position = {b: i for i, b in enumerate(order)}
-    parents = np.array([position.get(parent_of[b], -1) for b in order], dtype=np.intp)
-
-    local = _matrices(bones, "matrix_local")[order]
-    rest = local.copy()
-    has_parent = parents >= 0
-    rest[has_parent] = np.linalg.inv(local[parents[has_parent]]) @ local[has_parent]
-    rest[:, :3, :3] = nearest_rotation(rest[:, :3, :3])  # float32 round-off
-
+def _joints(
+    ob: Any, order: list[int], free: set[int], root: int, warnings: list[str]
+) -> tuple[NDArray[np.intp], list[Joint], list[int]]:
+    """Per bone of ``order``: its pose bone's index, its joint (locked outside the chains, six
+    DOFs for the moving root) and the model indices of the bones that can turn; warnings for
+    what the solver does not reproduce are appended. RigError when nothing can move."""
+    bones = ob.data.bones
     pbones = ob.pose.bones
     pose_index = np.array([pbones.find(bones[b].name) for b in order], dtype=np.intp)
     joints: list[Joint] = []
@@ -275,7 +342,7 @@ def build_model(ob: Any) -> RigModel:
         pb = pbones[int(pose_index[i])]
         joint = _joint(pb) if b in free else Joint(rotation_axes="")
         if b == root:
-            joint = full_body.root_joint(pb, props.root_stiffness)
+            joint = full_body.root_joint(pb, ob.jacobian_ik.root_stiffness)
         if joint.rotation_axes:
             free_list.append(i)
         if b in free and pb.ik_stretch > 0.0:
@@ -287,41 +354,23 @@ def build_model(ob: Any) -> RigModel:
         joints.append(joint)
     if not free_list:
         raise RigError("every bone of the goals' chains is locked: nothing can move")
+    return pose_index, joints, free_list
 
-    effectors = [
-        Effector(
-            position[index[g.bone]],
-            (0.0, float(bones[g.bone].length), 0.0) if g.use_tail else (0.0, 0.0, 0.0),
-            name=g.bone,
-        )
-        for _, g in goals
-    ]
-    names = [bones[b].name for b in order]
-    skeleton = Skeleton(parents, rest, joints, effectors, names=names)
-    connected = np.array([bones[b].use_connect for b in order], dtype=bool)
-    root_index = position[root] if root >= 0 else -1
+
+def _body(
+    ob: Any, goals: list[tuple[int, Any]], names: list[str], root_index: int
+) -> tuple[full_body.BodyMass | None, bool]:
+    """The bones' masses when a goal is a support, and whether Balance is on; RigError when
+    Balance has no support or no mass."""
+    balance = bool(getattr(ob.jacobian_ik, "balance", False))
     body = None
-    balance = bool(getattr(props, "balance", False))
     if any(getattr(g, "support", False) for _, g in goals):
         body = full_body.body_mass(ob, names, root_index)
         if balance and not np.any(body.mass > 0):
             raise RigError("balance: no bone has mass (deforming bones or a 'jik_mass' property)")
     elif balance:
         raise RigError("balance needs at least one goal with Support on (e.g. the feet)")
-    return RigModel(
-        skeleton,
-        names,
-        pose_index,
-        parents,
-        rest,
-        free_list,
-        connected,
-        [g for _, g in goals],
-        warnings,
-        root_index,
-        body,
-        float(props.balance_weight) if balance else 0.0,
-    )
+    return body, balance
 
 
 def _target_matrix(goal: Any) -> Array:

@@ -169,79 +169,21 @@ def bake_fk(
     chosen = check(ob, limbs, frame_list)
     if view_layer is None:
         view_layer = bpy.context.view_layer
-    pbones = ob.pose.bones
     fk_names = [b for limb in chosen for b in limb.fk]
-    depth = max(len(limb.fk) for limb in chosen)
-    levels = [[limb.fk[k] for limb in chosen if k < len(limb.fk)] for k in range(depth)]
-    org_of = {f: o for limb in chosen for f, o in zip(limb.fk, limb.org, strict=True)}
-    rest = {n: np.array(ob.data.bones[n].matrix_local) for n in (*fk_names, *org_of.values())}
-    # the rest delta that takes an ORG bone's pose matrix to its FK control's (Rigify's snap)
-    delta = {f: np.linalg.inv(rest[o]) @ rest[f] for f, o in org_of.items()}
-    column = {n: k for k, n in enumerate(fk_names)}
-    n_frames, n_bones = len(frame_list), len(fk_names)
-    basis = np.empty((n_frames, n_bones, 4, 4))
-    targets = np.empty((n_frames, n_bones, 4, 4))
-    reached = np.empty((n_frames, n_bones, 4, 4))
-
     original_frame = scene.frame_current
-    switches = [pbones[limb.switch_bone] for limb in chosen]
-    switch_values = [float(pb[SWITCH]) for pb in switches]
     seeds = write.current_rotations(ob, fk_names)
-    saved = _save(pbones, fk_names)
-    # read the IK result whatever the switch is animated to: its F-curves muted meanwhile
-    muted = [fc for fc in (_switch_fcurve(ob, limb) for limb in chosen) if fc and not fc.mute]
-    try:
-        for fc in muted:
-            fc.mute = True
-        for pb in switches:
-            pb[SWITCH] = 0.0
-        ob.update_tag()
-        for f, frame in enumerate(frame_list):
-            scene.frame_set(frame)
-            for name, org in org_of.items():
-                targets[f, column[name]] = np.array(pbones[org].matrix) @ delta[name]
-            for level in levels:
-                for name in level:
-                    pbones[name].matrix = Matrix(targets[f, column[name]].tolist())
-                    basis[f, column[name]] = np.array(pbones[name].matrix_basis)
-                view_layer.update()  # the next level's parents follow (MCH-hand_fk.L ...)
-            for name in fk_names:
-                reached[f, column[name]] = np.array(pbones[name].matrix)
-            if progress is not None:
-                progress((f + 1) / n_frames)
-    finally:
-        for fc in muted:
-            fc.mute = False
-        for pb, value in zip(switches, switch_values, strict=True):
-            pb[SWITCH] = value
-        _restore(pbones, fk_names, saved)
-        ob.update_tag()
-        scene.frame_set(original_frame)
+    snapped = _snap_frames(ob, scene, view_layer, chosen, frame_list, progress)
 
-    channels = _channels(ob, fk_names, basis, seeds)
+    channels = _channels(ob, fk_names, snapped.basis, seeds)
     if not all(np.isfinite(c.values).all() for c in channels):
         raise RigError("the FK pose contains NaN or inf; nothing was written")
-    lengths = np.array([ob.data.bones[n].length for n in fk_names])
-    tail = np.zeros((n_bones, 4))
-    tail[:, 1], tail[:, 3] = lengths, 1.0
-    world = np.array(ob.matrix_world)
-    tails = np.einsum("ij,fbjk,bk->fbi", world, reached, tail)
-    want = np.einsum("ij,fbjk,bk->fbi", world, targets, tail)
-    error = float(np.linalg.norm((tails - want)[..., :3], axis=-1).max())
+    error = _tail_error(ob, fk_names, snapped)
 
     keys = write.write_keys(ob, channels, frame_list)
     keyed = False
     if switch:
-        x = np.asarray(frame_list, dtype=np.float64)
-        for limb, pb in zip(chosen, switches, strict=True):
-            fcurve = _switch_fcurve(ob, limb)
-            if fcurve is None:
-                pb[SWITCH] = 1.0
-            else:
-                write.replace_keys(fcurve, x, np.ones(n_frames), write._interpolation_value())
-                keys += n_frames
-                keyed = True
-        ob.update_tag()
+        switch_keys, keyed = _switch_to_fk(ob, chosen, frame_list)
+        keys += switch_keys
     scene.frame_set(original_frame)
     return RigifyBakeReport(
         frames=frame_list,
@@ -257,6 +199,103 @@ def bake_fk(
             if LIMBS[n].fk[-1] not in fk_names
         ],
     )
+
+
+@dataclass
+class _Snapped:
+    """Per frame and FK control (F, K, 4, 4): the basis that snaps it to its ORG bone, the pose
+    matrix it was asked to reach and the one it reached (its parents snapped first)."""
+
+    basis: Array
+    targets: Array
+    reached: Array
+
+
+def _snap_frames(
+    ob: Any,
+    scene: Any,
+    view_layer: Any,
+    chosen: list[Limb],
+    frame_list: list[int],
+    progress: Callable[[float], None] | None,
+) -> _Snapped:
+    """Rigify's IK-to-FK snap on every frame, read with the IK on (the switches at 0, their
+    F-curves muted meanwhile); the switches, the FK controls' pose and the frame are restored."""
+    pbones = ob.pose.bones
+    fk_names = [b for limb in chosen for b in limb.fk]
+    depth = max(len(limb.fk) for limb in chosen)
+    levels = [[limb.fk[k] for limb in chosen if k < len(limb.fk)] for k in range(depth)]
+    org_of = {f: o for limb in chosen for f, o in zip(limb.fk, limb.org, strict=True)}
+    rest = {n: np.array(ob.data.bones[n].matrix_local) for n in (*fk_names, *org_of.values())}
+    # the rest delta that takes an ORG bone's pose matrix to its FK control's (Rigify's snap)
+    delta = {f: np.linalg.inv(rest[o]) @ rest[f] for f, o in org_of.items()}
+    column = {n: k for k, n in enumerate(fk_names)}
+    n_frames, n_bones = len(frame_list), len(fk_names)
+    out = _Snapped(*(np.empty((n_frames, n_bones, 4, 4)) for _ in range(3)))
+
+    original_frame = scene.frame_current
+    switches = [pbones[limb.switch_bone] for limb in chosen]
+    switch_values = [float(pb[SWITCH]) for pb in switches]
+    saved = _save(pbones, fk_names)
+    # read the IK result whatever the switch is animated to: its F-curves muted meanwhile
+    muted = [fc for fc in (_switch_fcurve(ob, limb) for limb in chosen) if fc and not fc.mute]
+    try:
+        for fc in muted:
+            fc.mute = True
+        for pb in switches:
+            pb[SWITCH] = 0.0
+        ob.update_tag()
+        for f, frame in enumerate(frame_list):
+            scene.frame_set(frame)
+            for name, org in org_of.items():
+                out.targets[f, column[name]] = np.array(pbones[org].matrix) @ delta[name]
+            for level in levels:
+                for name in level:
+                    pbones[name].matrix = Matrix(out.targets[f, column[name]].tolist())
+                    out.basis[f, column[name]] = np.array(pbones[name].matrix_basis)
+                view_layer.update()  # the next level's parents follow (MCH-hand_fk.L ...)
+            for name in fk_names:
+                out.reached[f, column[name]] = np.array(pbones[name].matrix)
+            if progress is not None:
+                progress((f + 1) / n_frames)
+    finally:
+        for fc in muted:
+            fc.mute = False
+        for pb, value in zip(switches, switch_values, strict=True):
+            pb[SWITCH] = value
+        _restore(pbones, fk_names, saved)
+        ob.update_tag()
+        scene.frame_set(original_frame)
+    return out
+
+
+def _tail_error(ob: Any, fk_names: list[str], snapped: _Snapped) -> float:
+    """The largest world distance between an FK control's tail as reached and as asked."""
+    lengths = np.array([ob.data.bones[n].length for n in fk_names])
+    tail = np.zeros((len(fk_names), 4))
+    tail[:, 1], tail[:, 3] = lengths, 1.0
+    world = np.array(ob.matrix_world)
+    tails = np.einsum("ij,fbjk,bk->fbi", world, snapped.reached, tail)
+    want = np.einsum("ij,fbjk,bk->fbi", world, snapped.targets, tail)
+    return float(np.linalg.norm((tails - want)[..., :3], axis=-1).max())
+
+
+def _switch_to_fk(ob: Any, chosen: list[Limb], frame_list: list[int]) -> tuple[int, bool]:
+    """Turn each limb's IK_FK switch to 1.0 (FK): keyed on the frames where it has an F-curve,
+    set otherwise; the keys written and whether any switch was keyed."""
+    pbones = ob.pose.bones
+    keys, keyed = 0, False
+    x = np.asarray(frame_list, dtype=np.float64)
+    for limb in chosen:
+        fcurve = _switch_fcurve(ob, limb)
+        if fcurve is None:
+            pbones[limb.switch_bone][SWITCH] = 1.0
+        else:
+            write.replace_keys(fcurve, x, np.ones(len(frame_list)), write._interpolation_value())
+            keys += len(frame_list)
+            keyed = True
+    ob.update_tag()
+    return keys, keyed
 
 
 def _channels(ob: Any, names: list[str], basis: Array, seeds: list[Array]) -> list[write.Channel]:

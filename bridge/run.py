@@ -234,148 +234,53 @@ def run_steps(
     """:func:`run` one chunk at a time: yields the fraction done after each solved chunk and
     returns the report; nothing is written before the last chunk is solved, so closing the
     generator early (a cancelled modal bake) leaves the rig as it was."""
-    if frames is None:
-        frame_list = [scene.frame_current]
-        if view_layer is None:
-            view_layer = scene.view_layers[0]
-        evaluate = rig.current_evaluator(view_layer)
-    else:
-        if isinstance(frames, Sized) and len(frames) > MAX_FRAMES:
-            raise RigError(
-                f"{len(frames):,} frames: a bake is limited to {MAX_FRAMES:,} frames, "
-                "bake the range in parts"
-            )
-        frame_list = [int(f) for f in frames]
-        evaluate = rig.frame_evaluator(scene)
-    if not frame_list:
-        raise RigError("the frame range is empty")
-    if len(frame_list) > MAX_FRAMES:
-        raise RigError(
-            f"{len(frame_list):,} frames: a bake is limited to {MAX_FRAMES:,} frames, "
-            "bake the range in parts"
-        )
+    frame_list, evaluate = _frames(scene, frames, view_layer)
     if ob is None or ob.type != "ARMATURE":
         raise RigError("the active object is not an armature")
     rig.check_editable(ob, keys=frames is not None or keyframe)
-    props = ob.jacobian_ik
     try:
-        settings = solver_settings(props, mode)
+        settings = solver_settings(ob.jacobian_ik, mode)
     except IKError as exc:
         raise RigError(f"settings: {exc}") from exc
 
     original_frame = scene.frame_current
-    read_time = solve_time = 0.0
-    pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
-    last_pose = None
-    resume: dict[str, Any] | None = None
-    body_parts: list[tuple[Array, Array | None]] = []  # root locations, balance distances
     try:
-        t0 = time.perf_counter()
-        try:
-            evaluate(frame_list[0])
-            prepared = prepare(ob)
-            model = prepared.model
-        except IKError as exc:  # the solver rejected the skeleton built from the rig
-            raise RigError(f"rig: {exc}") from exc
-        free_names = [model.names[b] for b in model.free]
-        seeds = write.current_rotations(ob, free_names)
-        n_goals = len(model.goals)  # the poles' effectors come after the goals'
-        stretched = limits.stretch_bones(model)
-        # per chunk: stretch of the stretched bones, and for a lean bake the start pose (the
-        # bones the solver does not move) and the armature's world matrices
-        extra: list[tuple[Array, Pose | None, Array | None]] = []
-        read_time += time.perf_counter() - t0
-        for first in range(0, len(frame_list), CHUNK_FRAMES):
-            t0 = time.perf_counter()
-            chunk = frame_list[first : first + CHUNK_FRAMES]
-            try:
-                data, goals, result, t1 = solve_frames(
-                    ob, prepared, chunk, evaluate, settings, last_pose=last_pose, resume=resume
-                )
-            except IKError as exc:
-                raise RigError(f"solver: {exc}") from exc
-            last_pose, resume = result.pose, result.resume
-            body_parts.append(
-                (result.pose.locations[:, max(model.root, 0)], result.balance_distance)
-            )
-            pieces.append(
-                (
-                    result.pose.rotations[:, model.free],
-                    np.asarray(result.position_error[:, :n_goals], dtype=np.float64),
-                    np.asarray(result.rotation_error[:, :n_goals], dtype=np.float64),
-                    np.asarray(result.iterations, dtype=np.int64),
-                    np.asarray(result.success, dtype=bool),
-                )
-            )
-            extra.append(
-                (
-                    result.pose.stretch[:, stretched],
-                    data.pose if reduce_keys else None,
-                    np.asarray(goals.base, dtype=np.float64) if reduce_keys else None,
-                )
-            )
-            read_time += t1 - t0
-            solve_time += time.perf_counter() - t1
-            yield 0.9 * (first + len(chunk)) / len(frame_list)
+        solved = yield from _solve_chunks(ob, frame_list, evaluate, settings, reduce_keys)
     finally:
         if frames is not None:
             with suspended():
                 scene.frame_set(original_frame)
     t2 = time.perf_counter()
-    rotations, position_error, rotation_error, iterations, success = (
-        np.concatenate(parts) for parts in zip(*pieces, strict=True)
-    )
-    del pieces, last_pose
-
-    channels = write.rotation_channels(ob, free_names, rotations, seeds)
-    channels += limits.stretch_channels(ob, model, np.concatenate([x[0] for x in extra]))
-    if model.root >= 0:  # move_root: the root's location (its rotation is in ``channels``)
-        root_locations = np.concatenate([x[0] for x in body_parts])
-        channels += full_body.root_channels(model.names[model.root], root_locations)
-    distances = [x[1] for x in body_parts if x[1] is not None]
-    if not np.all(np.isfinite(rotations)) or not all(np.isfinite(c.values).all() for c in channels):
-        raise RigError("solver: the result contains NaN or inf; nothing was written")
-    keys = full_keys = 0
+    model = solved.model
+    channels = _channels(ob, solved)
     if frames is None:
         write.set_pose_channels(ob, channels)
-    if frames is not None and new_action:
-        actions.new_action_for_bake(ob)
-    if frames is not None and reduce_keys:
-        poses = [x[1] for x in extra if x[1] is not None]
-        template = Pose(
-            *(np.concatenate([getattr(p, a) for p in poses]) for a in Pose.__annotations__)
-        )
-        lean = reduce.write_reduced(
-            ob,
-            channels,
-            frame_list,
-            model.skeleton,
-            template,
-            np.concatenate([x[2] for x in extra if x[2] is not None]),
-            n_goals,
-            math.radians(key_tolerance),
-            position_tolerance,
-        )
-        keys, full_keys = lean.keys, lean.full_keys
-    elif frames is not None or keyframe:
-        keys = full_keys = write.write_keys(ob, channels, frame_list)
-    if frames is not None:
+        keys = full_keys = write.write_keys(ob, channels, frame_list) if keyframe else 0
+    else:
+        if new_action:
+            actions.new_action_for_bake(ob)
+        if reduce_keys:
+            lean = _write_lean(ob, channels, frame_list, solved, key_tolerance, position_tolerance)
+            keys, full_keys = lean.keys, lean.full_keys
+        else:
+            keys = full_keys = write.write_keys(ob, channels, frame_list)
         with suspended():
             scene.frame_set(original_frame)  # show the keyed pose
     t3 = time.perf_counter()
 
+    distances = [x[1] for x in solved.body_parts if x[1] is not None]
     report = RunReport(
         frames=frame_list,
         goal_names=[g.bone for g in model.goals],
-        position_error=position_error,
-        rotation_error=rotation_error,
+        position_error=solved.position_error,
+        rotation_error=solved.rotation_error,
         rotation_weight=np.array([g.rotation_weight for g in model.goals], dtype=np.float64),
-        iterations=iterations,
-        converged=int(np.sum(success)),
+        iterations=solved.iterations,
+        converged=int(np.sum(solved.success)),
         method=settings.method,
         mode=settings.mode,
-        read_time=read_time,
-        solve_time=solve_time,
+        read_time=solved.read_time,
+        solve_time=solved.solve_time,
         write_time=t3 - t2,
         keys=keys,
         warnings=model.warnings,
@@ -385,6 +290,168 @@ def run_steps(
     )
     store_results(ob, model, report)
     return report
+
+
+def _frames(
+    scene: Any, frames: Iterable[int] | None, view_layer: Any
+) -> tuple[list[int], Callable[[int], None]]:
+    """The frames to solve and how to move the scene to one: the current frame as it is
+    (``frames`` None) or each frame of the range; RigError for an empty or too long range."""
+    if frames is None:
+        if view_layer is None:
+            view_layer = scene.view_layers[0]
+        return [scene.frame_current], rig.current_evaluator(view_layer)
+    if isinstance(frames, Sized) and len(frames) > MAX_FRAMES:
+        raise RigError(
+            f"{len(frames):,} frames: a bake is limited to {MAX_FRAMES:,} frames, "
+            "bake the range in parts"
+        )
+    frame_list = [int(f) for f in frames]
+    if not frame_list:
+        raise RigError("the frame range is empty")
+    if len(frame_list) > MAX_FRAMES:
+        raise RigError(
+            f"{len(frame_list):,} frames: a bake is limited to {MAX_FRAMES:,} frames, "
+            "bake the range in parts"
+        )
+    return frame_list, rig.frame_evaluator(scene)
+
+
+@dataclass
+class _Solved:
+    """Every chunk's result, joined: what the writing and the report need."""
+
+    model: rig.RigModel
+    free_names: list[str]
+    seeds: list[Array]  # the chain bones' rotations before the run (continuity of the keys)
+    stretched: list[int]  # the model's bones with IK stretch
+    rotations: Array  # (F, free, 3, 3)
+    position_error: Array  # (F, E) the goals' (the poles' effectors come after them)
+    rotation_error: Array  # (F, E)
+    iterations: NDArray[np.int64]
+    success: NDArray[np.bool_]
+    # per chunk: stretch of the stretched bones, and for a lean bake the start pose (the
+    # bones the solver does not move) and the armature's world matrices
+    extra: list[tuple[Array, Pose | None, Array | None]]
+    body_parts: list[tuple[Array, Array | None]]  # per chunk: root locations, balance distances
+    read_time: float
+    solve_time: float
+
+
+def _solve_chunks(
+    ob: Any,
+    frame_list: list[int],
+    evaluate: Callable[[int], None],
+    settings: Settings,
+    reduce_keys: bool,
+) -> Generator[float, None, _Solved]:
+    """Read and solve ``frame_list`` CHUNK_FRAMES frames at a time (yielding the fraction done
+    after each); RigError when the solver rejects the rig or a chunk. Writes nothing."""
+    read_time = solve_time = 0.0
+    pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
+    last_pose = None
+    resume: dict[str, Any] | None = None
+    body_parts: list[tuple[Array, Array | None]] = []
+    t0 = time.perf_counter()
+    try:
+        evaluate(frame_list[0])
+        prepared = prepare(ob)
+        model = prepared.model
+    except IKError as exc:  # the solver rejected the skeleton built from the rig
+        raise RigError(f"rig: {exc}") from exc
+    free_names = [model.names[b] for b in model.free]
+    seeds = write.current_rotations(ob, free_names)
+    n_goals = len(model.goals)  # the poles' effectors come after the goals'
+    stretched = limits.stretch_bones(model)
+    extra: list[tuple[Array, Pose | None, Array | None]] = []
+    read_time += time.perf_counter() - t0
+    for first in range(0, len(frame_list), CHUNK_FRAMES):
+        t0 = time.perf_counter()
+        chunk = frame_list[first : first + CHUNK_FRAMES]
+        try:
+            data, goals, result, t1 = solve_frames(
+                ob, prepared, chunk, evaluate, settings, last_pose=last_pose, resume=resume
+            )
+        except IKError as exc:
+            raise RigError(f"solver: {exc}") from exc
+        last_pose, resume = result.pose, result.resume
+        body_parts.append((result.pose.locations[:, max(model.root, 0)], result.balance_distance))
+        pieces.append(
+            (
+                result.pose.rotations[:, model.free],
+                np.asarray(result.position_error[:, :n_goals], dtype=np.float64),
+                np.asarray(result.rotation_error[:, :n_goals], dtype=np.float64),
+                np.asarray(result.iterations, dtype=np.int64),
+                np.asarray(result.success, dtype=bool),
+            )
+        )
+        extra.append(
+            (
+                result.pose.stretch[:, stretched],
+                data.pose if reduce_keys else None,
+                np.asarray(goals.base, dtype=np.float64) if reduce_keys else None,
+            )
+        )
+        read_time += t1 - t0
+        solve_time += time.perf_counter() - t1
+        yield 0.9 * (first + len(chunk)) / len(frame_list)
+    rotations, position_error, rotation_error, iterations, success = (
+        np.concatenate(parts) for parts in zip(*pieces, strict=True)
+    )
+    return _Solved(
+        model,
+        free_names,
+        seeds,
+        stretched,
+        rotations,
+        position_error,
+        rotation_error,
+        iterations,
+        success,
+        extra,
+        body_parts,
+        read_time,
+        solve_time,
+    )
+
+
+def _channels(ob: Any, solved: _Solved) -> list[write.Channel]:
+    """The channels to write: the chain bones' rotations, stretch, and Move Root's location;
+    RigError when a value is not finite (nothing is written)."""
+    model = solved.model
+    channels = write.rotation_channels(ob, solved.free_names, solved.rotations, solved.seeds)
+    channels += limits.stretch_channels(ob, model, np.concatenate([x[0] for x in solved.extra]))
+    if model.root >= 0:  # move_root: the root's location (its rotation is in ``channels``)
+        root_locations = np.concatenate([x[0] for x in solved.body_parts])
+        channels += full_body.root_channels(model.names[model.root], root_locations)
+    finite = np.all(np.isfinite(solved.rotations))
+    if not finite or not all(np.isfinite(c.values).all() for c in channels):
+        raise RigError("solver: the result contains NaN or inf; nothing was written")
+    return channels
+
+
+def _write_lean(
+    ob: Any,
+    channels: list[write.Channel],
+    frame_list: list[int],
+    solved: _Solved,
+    key_tolerance: float,
+    position_tolerance: float,
+) -> reduce.ReduceReport:
+    """A lean bake's keys (bridge/reduce.py), checked against the solved effectors."""
+    poses = [x[1] for x in solved.extra if x[1] is not None]
+    template = Pose(*(np.concatenate([getattr(p, a) for p in poses]) for a in Pose.__annotations__))
+    return reduce.write_reduced(
+        ob,
+        channels,
+        frame_list,
+        solved.model.skeleton,
+        template,
+        np.concatenate([x[2] for x in solved.extra if x[2] is not None]),
+        len(solved.model.goals),
+        math.radians(key_tolerance),
+        position_tolerance,
+    )
 
 
 def store_results(ob: Any, model: rig.RigModel, report: RunReport) -> None:
