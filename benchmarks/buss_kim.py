@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Goals, Pose, Settings, Skeleton, make_method, solve
-from solvers.methods import StepContext, clamp_max_abs
-
-from .rigs import buss_kim, buss_kim_targets, load_shapes
+from jacobian_ik.solvers import Goals, Pose, Settings, Skeleton, make_method, solve
+from jacobian_ik.solvers.methods import StepContext, clamp_max_abs
+from tests.rigs.skeletons import buss_kim, buss_kim_targets, load_shapes
 
 DEG = math.pi / 180
 CONST = load_shapes()["constants"]

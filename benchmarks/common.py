@@ -56,16 +56,3 @@ def median_time(fn: Callable[[], Any], repeats: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
-
-
-def quaternion_matrix(q: np.ndarray) -> np.ndarray:
-    """(N, 3, 3) rotation matrices of unit quaternions (N, 4) in w, x, y, z order."""
-    w, x, y, z = np.moveaxis(np.asarray(q, dtype=float), -1, 0)
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )

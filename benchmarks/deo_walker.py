@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Goals, Pose, Settings, exp_so3, solve
-
-from .rigs import planar_chain
+from jacobian_ik.solvers import Goals, Pose, Settings, exp_so3, solve
+from tests.rigs.skeletons import planar_chain
 
 LENGTHS = (1.0, 0.5, 0.5)
 START_DEG = (5.0, -175.0, 175.0)

@@ -119,7 +119,7 @@ def zoo_rows(
 
     from benchmarks import vs_blender
     from benchmarks import zoo as zoo_bench
-    from benchmarks.zoo_rigs import zoo
+    from tests.rigs.zoo_rigs import zoo
 
     vs_blender.import_bpy()  # sets vs_blender.bpy (bpy is imported already, see the imports)
     load_checkout()

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Effector, Joint, Skeleton
-
-from .common import quaternion_matrix
-from .rigs import translation
+from jacobian_ik.solvers import Effector, Joint, Skeleton
+from jacobian_ik.solvers.rotations import matrix_from_quaternion
+from tests.rigs.skeletons import translation
 
 
 def available(module: str) -> tuple[bool, str]:
@@ -63,7 +62,7 @@ def chain_targets(seed: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(reachable, unreachable) target positions (count, 3): reachable ones are the tips of
     random poses (angles uniform in +-1 rad); unreachable ones lie at 1.2 to 2 times the reach
     in a random direction (the optimum is then |t| - reach, the chain pointing at the target)."""
-    from solvers import Pose
+    from jacobian_ik.solvers import Pose
 
     rng = np.random.default_rng(seed)
     skel = chain10()
@@ -72,7 +71,7 @@ def chain_targets(seed: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     axis = np.array(["XYZ".index(a) for a in CHAIN_AXES])
     v = np.zeros((count, CHAIN_LINKS, 3))
     v[:, np.arange(CHAIN_LINKS), axis] = q
-    from solvers import exp_so3
+    from jacobian_ik.solvers import exp_so3
 
     pose.rotations = exp_so3(v)
     reach_pts = skel.forward_kinematics(pose).points[:, 0]
@@ -146,7 +145,7 @@ def rtb_solve(
 def goal_matrices(goals: np.ndarray) -> np.ndarray:
     """(N, 4, 4) homogeneous matrices of [x, y, z, qw, qx, qy, qz] goals."""
     m = np.tile(np.eye(4), (len(goals), 1, 1))
-    m[:, :3, :3] = quaternion_matrix(goals[:, 3:])
+    m[:, :3, :3] = matrix_from_quaternion(goals[:, 3:])
     m[:, :3, 3] = goals[:, :3]
     return m
 

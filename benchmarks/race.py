@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Goals, Pose, Settings, solve
+from jacobian_ik.solvers import Goals, Pose, Settings, solve
+from tests.rigs.skeletons import sugihara_arm
 
 from . import peers, sugihara
-from .rigs import sugihara_arm
 
 CHAIN_TOL = 1e-4  # a chain solve succeeds within this of the best possible distance
 
@@ -37,9 +37,8 @@ def _ours_one_at_a_time(skel: Any, goals: Goals, settings: Settings, count: int)
 
 def _fk_residuals(skel: Any, q: np.ndarray, goals: np.ndarray) -> np.ndarray:
     """Sugihara residuals of hinge angles q (N, 12) (Euler Z, Y, X per joint)."""
-    from solvers import angle_axis, exp_so3
-
-    from .common import quaternion_matrix
+    from jacobian_ik.solvers import angle_axis, exp_so3
+    from jacobian_ik.solvers.rotations import matrix_from_quaternion
 
     pose = Pose.rest(skel.n_bones, len(q))
     v = np.zeros((len(q), skel.n_bones, 3))
@@ -47,7 +46,9 @@ def _fk_residuals(skel: Any, q: np.ndarray, goals: np.ndarray) -> np.ndarray:
     pose.rotations = exp_so3(v)
     kin = skel.forward_kinematics(pose)
     ep = goals[:, :3] - kin.points[:, 0]
-    er = angle_axis(quaternion_matrix(goals[:, 3:]) @ np.swapaxes(kin.frames_rot[:, 0], -1, -2))
+    er = angle_axis(
+        matrix_from_quaternion(goals[:, 3:]) @ np.swapaxes(kin.frames_rot[:, 0], -1, -2)
+    )
     return np.asarray(np.sqrt((ep**2).sum(1) + (er**2).sum(1)))
 
 
@@ -186,7 +187,7 @@ def chain_race(count: int = 200, seed: int = 3, single_count: int = 50) -> dict[
 
 
 def _chain_pose(skel: Any, q: np.ndarray) -> Pose:
-    from solvers import exp_so3
+    from jacobian_ik.solvers import exp_so3
 
     pose = Pose.rest(skel.n_bones, len(q))
     v = np.zeros((len(q), skel.n_bones, 3))

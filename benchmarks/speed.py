@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers import METHODS, Goals, Settings, solve
+from jacobian_ik.solvers import METHODS, Goals, Pose, Settings, solve
+from tests.rigs.skeletons import buss_kim, buss_kim_targets, humanoid
 
 from .common import median_time
-from .rigs import buss_kim, buss_kim_targets, humanoid
 
 PARAMS: dict[str, dict[str, Any]] = {"dls": {"damping": 1.1}}
 
@@ -23,7 +23,7 @@ def problems(frames: int) -> dict[str, tuple[Any, Goals]]:
     out = {"double-Y": (dy, Goals(buss_kim_targets("double_y_shape", t)))}
     skel, _ = humanoid()
     rng = np.random.default_rng(1)
-    base = skel.forward_kinematics(__import__("solvers").Pose.rest(skel.n_bones)).points[0]
+    base = skel.forward_kinematics(Pose.rest(skel.n_bones)).points[0]
     pos = base[None] + rng.normal(scale=0.1, size=(frames, 4, 3))
     rot = np.broadcast_to(np.eye(3), (frames, 4, 3, 3)).copy()
     out["humanoid"] = (skel, Goals(pos, rot, rotation_weight=[1, 1, 0, 0]))

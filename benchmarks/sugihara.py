@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Goals, Settings, solve
-
-from .common import quaternion_matrix
-from .rigs import sugihara_arm
+from jacobian_ik.solvers import Goals, Settings, solve
+from jacobian_ik.solvers.rotations import matrix_from_quaternion
+from tests.rigs.skeletons import sugihara_arm
 
 # The paper's goal orientation of tests 1 and 2 (the effector pointing along +x).
 TEST_ROTATION = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
@@ -102,7 +101,7 @@ def sweep_goals(lo: float, hi: float, count: int = 50) -> np.ndarray:
 
 
 def as_goals(goals: np.ndarray) -> Goals:
-    rot = quaternion_matrix(goals[:, 3:])
+    rot = matrix_from_quaternion(goals[:, 3:])
     return Goals(goals[:, None, :3], rot[:, None], rotation_weight=[1.0])
 
 

@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Goals, Pose, Settings, exp_so3, solve
-
-from .rigs import planar_chain
+from jacobian_ik.solvers import Goals, Pose, Settings, exp_so3, solve
+from tests.rigs.skeletons import planar_chain
 
 CHAINS = {"2 links": (1.0, 0.6), "5 links": (1.2, 0.2, 0.2, 0.2, 0.2)}
 START = 0.3  # every joint starts at 0.3 rad (the straight chain is singular)

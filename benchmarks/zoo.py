@@ -4,32 +4,9 @@ Run with ``.venv/bin/python -m benchmarks.zoo --seed S --count N [--frames 250] 
 writes ``benchmarks/results/zoo_seed<S>_n<N>.json`` and ``.md`` (``--out``, ``--name``) and
 prints the markdown table (the JSON with ``--json``).
 
-Each rig (``benchmarks/zoo_rigs.py``: humanoids, quadrupeds, spiders, tentacles, double-Y-like
-trees) is built in Blender with bpy.data, with one IK constraint per goal (Standard solver,
-default settings; orientation goals have ``use_rotation`` and ``orient_weight``) toward an
-Empty keyed on every frame. Twice per repeat, on a fresh scene each time, interleaved:
-
-- **Blender**: Bake Action (``nla.bake``, visual keying, the chains' bones selected, pose),
-  then the IK constraints are *removed*;
-- **ours**: ``jacobian_ik.import_constraints`` (which removes the constraints, stashing them on
-  the goals) then ``jacobian_ik.bake`` with the add-on's default method and mode.
-
-Playback with no IK constraint left: every frame set, each goal bone's tail against its
-Empty's world position; joint jumps are the chain bones' local rotation changes over 10
-degrees between consecutive frames. The functions that bake, time and play back are
-``benchmarks/vs_blender.py``'s.
-
-Reachable samples: a goal's target is counted reachable at a frame when its distance d from the
-*fixed base* of the goal's IK tree (``zoo_rigs.geometry``: the chains that share bones or carry
-one another form a tree; the base is the head of the tree's topmost moving bone above the goal;
-nothing above is animated, so it does not move) satisfies
-``inner + margin <= d <= reach - margin``, with reach the length along the joints from the base
-to the tip, inner = max(0, 2 x longest segment - reach) and margin = ``--margin`` (default 2 %)
-of the reach. For a goal alone in its IK tree with position only this is exactly "the chain
-can touch it", and the 99.9 % target applies to those goals' samples; in trees of several goals
-or for a goal that also asks for an orientation it is necessary, not sufficient (two goals of
-one tree can pull apart). The unreachable excess is the error minus the single-chain bound
-max(0, d - reach, inner - d) (a lower bound of the best in trees).
+Each rig (tests/rigs/zoo_rigs.py) is baked by Blender's IK and by ours on fresh scenes, then
+played back with no IK constraint left. What is measured and what counts as reachable:
+docs/benchmarks.md#the-rig-zoo.
 """
 
 from __future__ import annotations
@@ -41,53 +18,20 @@ import shlex
 import statistics
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from . import vs_blender as vb
-from .zoo_rigs import KINDS, ZooRig, geometry, rotation_offsets, targets, zoo
+from tests.rigs.scenes import build_zoo as build
+from tests.rigs.scenes import zoo_spec as spec_of
+from tests.rigs.zoo_rigs import KINDS, ZooRig, zoo
+
+from . import blender
+from .playback import Playback, playback
 
 BLENDER, OURS = "blender", "ours"
 THRESHOLD = 1e-3
 RMS_SLACK = 1e-6  # rms "no worse": within float noise of Blender's (the same unreachable misses)
-
-
-def spec_of(rig: ZooRig, frames: int) -> tuple[vb.RigSpec, Any]:
-    geo = geometry(rig)
-    path = targets(rig, geo, frames)
-    spec = vb.RigSpec(
-        rig.name,
-        rig.name,
-        rig.bones,
-        [(g.bone, g.chain) for g in rig.goals],
-        lambda f: path[:f],
-        description=rig.description,
-    )
-    return spec, geo
-
-
-def build(rig: ZooRig, spec: vb.RigSpec, frames: int) -> tuple[Any, list[Any]]:
-    """vs_blender's scene (rig, IK constraints, keyed Empties) plus the orientation goals."""
-    from mathutils import Matrix
-
-    ob, empties, _ = vb.build(spec, frames)
-    offsets = rotation_offsets(rig, frames)
-    for e, g in enumerate(rig.goals):
-        if not g.orient:
-            continue
-        con = next(c for c in ob.pose.bones[g.bone].constraints if c.type == "IK")
-        con.use_rotation, con.orient_weight = True, g.orient
-        rest = np.array((ob.matrix_world @ ob.data.bones[g.bone].matrix_local).to_3x3())
-        empty, euler = empties[e], None
-        for f in range(frames):
-            m = Matrix((rest @ offsets[f, e]).tolist())
-            euler = m.to_euler("XYZ", euler) if euler is not None else m.to_euler("XYZ")
-            empty.rotation_euler = euler
-            empty.keyframe_insert("rotation_euler", frame=f + 1)
-    vb.bpy.context.scene.frame_set(1)
-    return ob, empties
 
 
 def remove_ik(ob: Any) -> None:
@@ -96,26 +40,26 @@ def remove_ik(ob: Any) -> None:
             pb.constraints.remove(con)
 
 
-def measure(rig: ZooRig, frames: int, repeats: int, margin: float, catcher: Any) -> dict[str, Any]:
+def measure(rig: ZooRig, frames: int, repeats: int, margin: float) -> dict[str, Any]:
     spec, geo = spec_of(rig, frames)
     path = spec.targets(frames)
     d = np.linalg.norm(path - geo.base[None], axis=2)
     reachable = (d <= geo.reach * (1 - margin)) & (d >= geo.inner + margin * geo.reach)
-    bakes: dict[str, list[vb.Bake]] = {BLENDER: [], OURS: []}
-    plays: dict[str, vb.Playback] = {}
+    bakes: dict[str, list[blender.Bake]] = {BLENDER: [], OURS: []}
+    plays: dict[str, Playback] = {}
     for r in range(repeats):
         for label in (BLENDER, OURS):
             ob, empties = build(rig, spec, frames)
             if label == BLENDER:
-                bake = vb.bake_blender(ob, spec, frames)
+                bake = blender.bake_blender(ob, spec, frames)
                 remove_ik(ob)
             else:
                 props = ob.jacobian_ik
-                bake = vb.bake_ours(ob, frames, props.method, props.mode, catcher)
+                bake = blender.bake_ours(ob, frames, props.method, props.mode)
                 assert not any(c.type == "IK" for pb in ob.pose.bones for c in pb.constraints)
             bakes[label].append(bake)
             if r == 0:
-                plays[label] = vb.playback(ob, spec, empties, frames)
+                plays[label] = playback(ob, spec, empties, frames)
     # goals alone in their IK tree with a position-only goal: there "reachable" is exact
     alone = np.array(
         [geo.tree.count(geo.tree[e]) == 1 and not g.orient for e, g in enumerate(rig.goals)]
@@ -204,12 +148,7 @@ def run(
     kinds: tuple[str, ...] = KINDS,
     log: Any = print,
 ) -> dict[str, Any]:
-    vb.import_bpy()
-    vb.load_checkout()
-    try:  # the solver's figures of our bakes (iterations, converged), when the operator allows
-        catcher: Any = vb.ReportCatcher()
-    except (AttributeError, KeyError):
-        catcher = SimpleNamespace(report=None)
+    blender.load_addon()
     out: dict[str, Any] = {
         "seed": seed,
         "count": count,
@@ -217,14 +156,14 @@ def run(
         "repeats": repeats,
         "margin": margin,
         "kinds": list(kinds),
-        "blender": vb.bpy.app.version_string,
-        "checkout": vb.git_state(),
+        "blender": blender.bpy.app.version_string,
+        "checkout": blender.git_state(),
         "load_average_start": os.getloadavg()[0],
         "rigs": {},
     }
     for rig in zoo(seed, count, kinds):
         log(f"{rig.name}: {rig.description}")
-        out["rigs"][rig.name] = res = measure(rig, frames, repeats, margin, catcher)
+        out["rigs"][rig.name] = res = measure(rig, frames, repeats, margin)
         o, b = res["methods"][OURS], res["methods"][BLENDER]
         log(
             f"  under 1e-3 {_pct(o['reachable_under_1e-3'])} / {_pct(b['reachable_under_1e-3'])}, "
@@ -318,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=0.02)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, cycled")
     parser.add_argument("--json", action="store_true", help="print the JSON, not the table")
-    parser.add_argument("--out", type=Path, default=vb.RESULTS)
+    parser.add_argument("--out", type=Path, default=blender.RESULTS)
     parser.add_argument("--name", default=None, help="file name (default zoo_seed<S>_n<N>)")
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(","))

@@ -16,21 +16,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_checkout(register: bool = True) -> ModuleType:
-    """Import the repository root as ``jacobian_ik`` and, by default, register it.
+    """Import the repository root as ``jacobian_ik`` (once) and, by default, register it.
 
-    Once imported it is returned as it is (whoever imported it registered it). Registration is
-    undone at exit: bpy 4.2 crashes at exit with add-on classes registered.
+    Registration happens when asked and the add-on is not registered yet (whoever registered it
+    unregisters it), so a process that imported the package first without Blender (the
+    benchmarks, the tests) can still register it. Registration is undone at exit: bpy 4.2
+    crashes at exit with add-on classes registered.
     """
-    if "jacobian_ik" in sys.modules:
-        return sys.modules["jacobian_ik"]
-    spec = importlib.util.spec_from_file_location(
-        "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jacobian_ik"] = module
-    spec.loader.exec_module(module)
-    if register:
+    module = sys.modules.get("jacobian_ik")
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            "jacobian_ik", ROOT / "__init__.py", submodule_search_locations=[str(ROOT)]
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["jacobian_ik"] = module
+        spec.loader.exec_module(module)
+    if register and not _registered():
         module.register()
         atexit.register(module.unregister)
     return module
+
+
+def _registered() -> bool:
+    import bpy
+
+    return hasattr(bpy.types.Object, "jacobian_ik")

@@ -1,4 +1,8 @@
-"""Shared by every test folder: an optional hard exit after the run.
+"""Shared by every test folder: the add-on's one import name, and an optional hard exit.
+
+Tests import the package as ``jacobian_ik`` (``jacobian_ik.solvers``, ``jacobian_ik.bridge``):
+this checkout, loaded unregistered here (tests/blender/conftest.py registers it). The top-level
+``solvers`` the repository root also offers is never imported by a test (test_import_name.py).
 
 Some bpy builds crash (4.2) or hang (4.5) when the interpreter tears down after the tests.
 ``scripts/test_line.sh`` sets ``JIK_HARD_EXIT=1``: once pytest has printed its summary, the
@@ -10,6 +14,10 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
+
+from scripts.checkout import load_checkout
+
+load_checkout(register=False)
 
 _status = {"exit": 0}
 

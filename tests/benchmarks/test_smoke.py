@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from jacobian_ik.solvers import Goals, Pose, Settings, solve
 
 from benchmarks import buss_kim, deo_walker, peers, race, speed, sugihara, tabaczynski
-from benchmarks.rigs import buss_kim_targets, sugihara_arm
-from solvers import Goals, Pose, Settings, solve
+from tests.rigs.skeletons import buss_kim_targets, sugihara_arm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def test_sugihara_arm_and_lm_solves_reachable_goals():
     # goals made from random poses are solvable: LM reaches them to 1e-9
     rng = np.random.default_rng(0)
     pose = Pose.rest(12, 4)
-    from solvers import exp_so3
+    from jacobian_ik.solvers import exp_so3
 
     v = np.zeros((4, 12, 3))
     v[:, np.arange(12), skel.dof_axis] = rng.uniform(-1, 1, (4, 12))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.zoo_rigs import KINDS, Goal, geometry, humanoid, targets, zoo
+from tests.rigs.zoo_rigs import KINDS, Goal, geometry, humanoid, targets, zoo
 
 ROOT = Path(__file__).resolve().parents[2]
 

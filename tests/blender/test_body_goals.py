@@ -243,7 +243,7 @@ def test_zoo_humanoids_reach_balance_and_look(clean: Any, seed: int) -> None:
     """Seeded zoo humanoids (benchmarks/zoo_rigs.py: random proportions, no control bone above
     the hips): hands beyond the arms' reach in front, feet pinned; with move_root every goal is
     met, balance brings the centre of mass at least 5x closer, and the head looks at a point."""
-    from benchmarks.zoo_rigs import humanoid as zoo_humanoid
+    from tests.rigs.zoo_rigs import humanoid as zoo_humanoid
 
     rig = zoo_humanoid(np.random.default_rng(seed), f"zoo{seed}", seed)
     ob = make_armature(rig.name, rig.bones)

@@ -14,8 +14,8 @@ import bpy
 import numpy as np
 from blender_helpers import ROOT, override
 
-from benchmarks import vs_blender, zoo
-from benchmarks.zoo_rigs import Goal, humanoid
+from tests.rigs.scenes import build_zoo, zoo_spec
+from tests.rigs.zoo_rigs import Goal, humanoid
 
 FRAMES = 12
 
@@ -29,9 +29,8 @@ def overlapping_humanoid() -> Any:
         Goal("foot.R", 3),
         Goal("head", 3),  # to the chest: overlaps the hands' chains, another root
     ]
-    vs_blender.import_bpy()
-    spec, _ = zoo.spec_of(rig, FRAMES)
-    ob, _ = zoo.build(rig, spec, FRAMES)
+    spec, _ = zoo_spec(rig, FRAMES)
+    ob, _ = build_zoo(rig, spec, FRAMES)
     return ob
 
 

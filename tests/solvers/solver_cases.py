@@ -1,12 +1,11 @@
 """Shared test skeletons for the solver tests."""
 
 import numpy as np
-
-from solvers import Effector, Joint, Skeleton
+from jacobian_ik.solvers import Effector, Joint, Skeleton
 
 
 def random_rest(rng, n):
-    from solvers import exp_so3
+    from jacobian_ik.solvers import exp_so3
 
     rest = np.tile(np.eye(4), (n, 1, 1))
     rest[:, :3, :3] = exp_so3(rng.normal(size=(n, 3)))

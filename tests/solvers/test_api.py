@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from jacobian_ik.solvers import GoalError, Goals, Settings, SkeletonError, solve
 
-from benchmarks.rigs import chain
-from solvers import GoalError, Goals, Settings, SkeletonError, solve
+from tests.rigs.skeletons import chain
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def test_bad_goals_are_named_errors(goals, match):
 
 
 def test_bad_skeletons_are_named_errors():
-    from solvers import Effector, Joint, Skeleton
+    from jacobian_ik.solvers import Effector, Joint, Skeleton
 
     with pytest.raises(SkeletonError, match="parent"):
         Skeleton([1, -1], np.tile(np.eye(4), (2, 1, 1)), [Joint()] * 2, [Effector(0)])

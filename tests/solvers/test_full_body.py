@@ -8,8 +8,7 @@ import math
 
 import numpy as np
 import pytest
-
-from solvers import (
+from jacobian_ik.solvers import (
     AXIS_VECTORS,
     Balance,
     Effector,
@@ -21,9 +20,9 @@ from solvers import (
     Skeleton,
     solve,
 )
-from solvers.aim import aim_rows
-from solvers.balance import center_of_mass, com_jacobian, prepare_balance
-from solvers.goals import prepare_goals
+from jacobian_ik.solvers.aim import aim_rows
+from jacobian_ik.solvers.balance import center_of_mass, com_jacobian, prepare_balance
+from jacobian_ik.solvers.goals import prepare_goals
 
 # name, head, tail, parent (Z up, the character faces -Y), as in scripts/demo.py
 BONES = [
@@ -166,7 +165,7 @@ def test_aim_rows_match_finite_differences(rng):
     kin = skel.forward_kinematics(pose)
     e, theta, rows = aim_rows(kin.frames_rot, kin.points, targets, axis, skel.jacobian(kin))
     assert np.allclose(e[..., 0], theta) and np.all(e[..., 1] == 0)
-    from solvers.aim import aim_axes, aim_basis
+    from jacobian_ik.solvers.aim import aim_axes, aim_basis
 
     a0 = aim_axes(kin.frames_rot, axis)
     d0 = targets - kin.points
@@ -312,7 +311,7 @@ def test_a_head_aims_at_a_moving_target(axis):
 
 
 def _rotation_between(a, b):
-    from solvers import exp_so3
+    from jacobian_ik.solvers import exp_so3
 
     axis = np.cross(a, b)
     s, c = np.linalg.norm(axis), float(np.dot(a, b))
@@ -331,6 +330,6 @@ def _with_head_rest(skel, head, rot):
 
 
 def _log(r):
-    from solvers import angle_axis
+    from jacobian_ik.solvers import angle_axis
 
     return angle_axis(r)

@@ -4,10 +4,19 @@ import math
 
 import numpy as np
 import pytest
+from jacobian_ik.solvers import (
+    METHODS,
+    Goals,
+    Joint,
+    Pose,
+    Settings,
+    SettingsError,
+    make_method,
+    solve,
+)
+from jacobian_ik.solvers.methods import SDLS, StepContext, optimal_damping
 
-from benchmarks.rigs import buss_kim, chain, humanoid
-from solvers import METHODS, Goals, Joint, Pose, Settings, SettingsError, make_method, solve
-from solvers.methods import SDLS, StepContext, optimal_damping
+from tests.rigs.skeletons import buss_kim, chain, humanoid
 
 ALL = sorted(METHODS)
 # the methods that settle on unreachable targets (with their damping as the papers use it)
@@ -323,7 +332,7 @@ def test_divergence_returns_the_best_pose():
 
 def leg():
     """Thigh and shin along -Z (2 x 0.45), ball hip, ball knee; effectors: foot, knee."""
-    from solvers import Effector, Skeleton
+    from jacobian_ik.solvers import Effector, Skeleton
 
     down = np.array([[1.0, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 1.0], [0, 0, 0, 1]])  # Y -> -Z
     shin = np.eye(4)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from benchmarks.rigs import chain, humanoid
-from solvers import (
+from jacobian_ik.solvers import (
     METHODS,
     Effector,
     Goals,
@@ -19,9 +17,11 @@ from solvers import (
     Solver,
     solve,
 )
-from solvers.frame import FrameSolver, damped_step, unsupported
-from solvers.so3 import exp_so3
-from solvers.solver import SINGULAR_VALUE_METHODS
+from jacobian_ik.solvers.frame import FrameSolver, damped_step, unsupported
+from jacobian_ik.solvers.so3 import exp_so3
+from jacobian_ik.solvers.solver import SINGULAR_VALUE_METHODS
+
+from tests.rigs.skeletons import chain, humanoid
 
 
 def reachable_targets(skel, rng, scale=0.6):

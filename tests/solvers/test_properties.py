@@ -6,8 +6,17 @@ import os
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from solvers import METHODS, Effector, Goals, Joint, Pose, Settings, Skeleton, exp_so3, solve
+from jacobian_ik.solvers import (
+    METHODS,
+    Effector,
+    Goals,
+    Joint,
+    Pose,
+    Settings,
+    Skeleton,
+    exp_so3,
+    solve,
+)
 
 JOINTS = ["XYZ", "X", "Y", "Z", "XZ", "XY", "YZ", ""]
 finite = st.floats(-50, 50, allow_nan=False, allow_infinity=False)

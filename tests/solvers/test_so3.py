@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-
-from solvers import angle_axis, exp_so3
+from jacobian_ik.solvers import angle_axis, exp_so3
 
 
 def rot(axis, angle):

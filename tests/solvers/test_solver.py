@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from jacobian_ik.solvers import Goals, Pose, Settings, Solver, exp_so3, solve
 
-from benchmarks.rigs import humanoid
-from solvers import Goals, Pose, Settings, Solver, exp_so3, solve
+from tests.rigs.skeletons import humanoid
 
 
 def test_one_solver_many_solves_equals_solve(rng):

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from solvers import Effector, Goals, Joint, Settings, Skeleton, solve
-from solvers.solve import ik_trees
+from jacobian_ik.solvers import Effector, Goals, Joint, Settings, Skeleton, solve
+from jacobian_ik.solvers.solve import ik_trees
 
 METHODS = ("lm", "sdls", "dls", "lm_chan_lawrence", "dls_optimal")
 
@@ -90,7 +89,7 @@ def targets(skel: Skeleton, rng: np.random.Generator, frames: int, far: int) -> 
     """Targets at 67-97 % of each chain's reach from its fixed base, in random directions;
     goal ``far`` at 1.3x its reach (out of reach)."""
     reach, base, _ = skel.chain_reach()
-    from solvers import Pose
+    from jacobian_ik.solvers import Pose
 
     heads = skel.forward_kinematics(Pose.rest(skel.n_bones)).head[0, base]
     d = rng.normal(size=(frames, skel.n_effectors, 3))
@@ -121,7 +120,7 @@ def test_a_goal_in_reach_is_met_whatever_another_trees_goal_does(method: str, se
     assert "diverged" not in set(res.reason.tolist())
     # the out-of-reach hand ends stretched toward its target: its best distance
     reach, base, _ = skel.chain_reach()
-    from solvers import Pose
+    from jacobian_ik.solvers import Pose
 
     head = skel.forward_kinematics(Pose.rest(skel.n_bones)).head[0, base[0]]
     best = np.linalg.norm(pos[:, 0] - head, axis=-1) - reach[0]
@@ -188,7 +187,7 @@ def test_trees_stacked_in_one_batch_equal_trees_on_their_own_skeletons(
 ) -> None:
     import importlib
 
-    solve_module = importlib.import_module("solvers.solve")
+    solve_module = importlib.import_module("jacobian_ik.solvers.solve")
 
     rng = np.random.default_rng(5)
     skel = random_humanoid(rng, True)

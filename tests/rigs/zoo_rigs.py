@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers import exp_so3
+from jacobian_ik.solvers import exp_so3
 
 Vec = tuple[float, float, float]
 Bone = tuple[str, Vec, Vec, str | None, bool]

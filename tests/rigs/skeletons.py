@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from solvers import Effector, Joint, Skeleton
+from jacobian_ik.solvers import Effector, Joint, Skeleton
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 SHAPES = SHARED / "reference" / "buss-kim-shapes.json"
 
 
