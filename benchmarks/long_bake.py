@@ -2,7 +2,7 @@
 report time and peak memory, to show that memory stays bounded (the bake solves CHUNK_FRAMES
 frames at a time and keeps only the chain bones' rotations until it writes the keys).
 
-    .venv/bin/python benchmarks/long_bake.py [--frames 1000 10000]
+    .venv/bin/python -m benchmarks.long_bake [--frames 1000 10000]
 
 Peak memory: tracemalloc's peak of Python/numpy allocations during the bake (Blender's own keys
 are allocated in C and not counted there), and the growth of the process's maximum resident
