@@ -305,6 +305,15 @@ class FrameSolver:
         parity = (skeleton.depth[skeleton.dof_bone[cols]] + skeleton.dof_axis[cols]) % 2 == 0
         self.kick_sign = np.where(parity, 1.0, -1.0)
         self.reach, self.reach_base, self.inner = skeleton.chain_reach()
+        # solve.py's lower bounds: the goals whose chain base no DOF of this solve moves
+        above = np.zeros((n_eff, self.n_dofs), dtype=bool)
+        for i, b in enumerate(self.reach_base):
+            p = int(parents[b])
+            while p >= 0:
+                above[i] |= self.dof_bone == p
+                p = int(parents[p])
+        self.bound_goals = ~above.any(axis=1) & (self.reach > 0)
+        self.bounded = bool(np.any(self.bound_goals & (w_pos > 0)))
         self.pair_bone = self.dof_bone[pd]
         self.scale = self.sqrt_w[:, None] * self.colw[None, :]
 
@@ -462,6 +471,9 @@ class FrameSolver:
             return bool(np.any(inside & (pos_err > st.tolerance) & (self.w_pos > 0)))
 
         target_model = target if identity else (target - trans) @ _inv3(lin).T
+        lin_min = 1.0
+        if self.bounded and not identity:
+            lin_min = float(np.linalg.svd(lin, compute_uv=False)[-1])
         best = current().copy()
         best_r = np.inf
         best_pos, best_rot = np.zeros(n_eff), np.zeros(n_eff)
@@ -499,6 +511,16 @@ class FrameSolver:
             if met:
                 why = _CONVERGED
                 break
+            if self.bounded:
+                # every goal met or within the tolerance of its lower bound (solve.py)
+                dist = np.sqrt(((target_model - w_pos[self.reach_base]) ** 2).sum(axis=1))
+                gap = np.maximum(np.maximum(dist - self.reach, self.inner - dist), 0.0) * lin_min
+                lb = np.where(self.bound_goals, gap, 0.0)
+                if (pos_err <= np.maximum(self.tol_pos, lb + st.tolerance)).all() and (
+                    rot_err <= self.tol_rot
+                ).all():
+                    why = _STATIONARY
+                    break
             if k > 0:
                 rises = rises + 1 if r > prev_r else 0
                 # no progress over one step or over two (a 2-cycle), when stagnation > 0

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .balance import Balance, PreparedBalance
 from .errors import GoalError
-from .so3 import Array, orthonormalize
+from .so3 import Array, det3, inv3, orthonormalize
 
 
 @dataclass
@@ -163,11 +163,11 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
     if not np.all(np.isfinite(base)):
         raise GoalError("the armature's world matrix contains NaN or inf")
     lin = np.ascontiguousarray(base[:, :3, :3])
-    det = np.linalg.det(lin)
+    det = det3(lin)
     scale = np.abs(lin).max(axis=(1, 2))
     if np.any(np.abs(det) <= 1e-12 * np.maximum(scale, 1e-300) ** 3) or np.any(scale == 0):
         raise GoalError("the armature's world matrix is singular (a scale of zero on an axis)")
-    lin_inv = np.linalg.inv(lin)
+    lin_inv = inv3(lin)
 
     if goals.rotation is None:
         if np.any(w_rot > 0):

@@ -364,8 +364,15 @@ class Skeleton:
         while the chain moves); reach is the length of the path from that head to the effector
         point (the chain held straight), inner the shortest distance it can fold to
         (2 x the longest segment - reach, at least 0). A chain with a location or stretch DOF
-        has an unbounded reach.
+        has an unbounded reach. Cached.
         """
+        cached = self.__dict__.get("_chain_reach")
+        if cached is not None:
+            return cached
+        self.__dict__["_chain_reach"] = out = self._chain_reach()
+        return out
+
+    def _chain_reach(self) -> tuple[Array, NDArray[np.intp], Array]:
         e = self.n_effectors
         reach, inner = np.zeros(e), np.zeros(e)
         base = np.zeros(e, dtype=np.intp)

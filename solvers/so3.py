@@ -107,6 +107,27 @@ def rotate(a: Array, v: Array) -> Array:
     )
 
 
+def det3(m: Array) -> Array:
+    """Determinants of stacks of 3x3 matrices, written out (no LAPACK call: on a busy machine
+    OpenBLAS's thread pool can make one batched call wait a millisecond)."""
+    return np.asarray(
+        m[..., 0, 0] * (m[..., 1, 1] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 1])
+        - m[..., 0, 1] * (m[..., 1, 0] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 0])
+        + m[..., 0, 2] * (m[..., 1, 0] * m[..., 2, 1] - m[..., 1, 1] * m[..., 2, 0])
+    )
+
+
+def inv3(m: Array) -> Array:
+    """Inverses of stacks of invertible 3x3 matrices by the adjugate (see ``det3``)."""
+    adj = np.empty(m.shape)
+    for i in range(3):
+        for j in range(3):
+            r0, r1 = (j + 1) % 3, (j + 2) % 3
+            c0, c1 = (i + 1) % 3, (i + 2) % 3
+            adj[..., i, j] = m[..., r0, c0] * m[..., r1, c1] - m[..., r0, c1] * m[..., r1, c0]
+    return np.asarray(adj / det3(m)[..., None, None])
+
+
 def orthonormalize(m: Array) -> Array:
     """The nearest rotation (or reflection, when det < 0) to each 3x3 matrix, by polar SVD."""
     u, _, vt = np.linalg.svd(m)

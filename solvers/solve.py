@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import kernel
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
 from .errors import SettingsError
@@ -146,8 +147,31 @@ class _Errors:
     residual: Array  # (F,) weighted norm
 
 
+def _problem(skel: Skeleton, goals: PreparedGoals, settings: Settings) -> _Problem:
+    """``_Problem(skel, goals, settings)``, kept on the skeleton for the goals' weights and kinds
+    and the settings it reads (live posing solves the same problem many times a second)."""
+    pulls = settings.nullspace != "none" and (settings.rest_weight > 0 or settings.limit_weight > 0)
+    key = (
+        goals.w_pos.tobytes(),
+        goals.w_rot.tobytes(),
+        goals.secondary.tobytes(),
+        goals.is_aim.tobytes(),
+        goals.balance is not None and goals.balance.weight > 0,
+        bool(np.all(goals.lin == np.eye(3))),
+        pulls,
+    )
+    cache: dict[tuple[Any, ...], _Problem] = skel.__dict__.setdefault("_problems", {})
+    problem = cache.get(key)
+    if problem is None:
+        if len(cache) > 64:
+            cache.clear()
+        problem = cache[key] = _Problem(skel, goals, settings)
+    problem.settings = settings
+    return problem
+
+
 class _Problem:
-    """What stays fixed over the loop: row selection, weights, masks."""
+    """What stays fixed over the loop: row selection, weights, masks (``_problem`` caches it)."""
 
     def __init__(self, skel: Skeleton, goals: PreparedGoals, settings: Settings) -> None:
         self.skel, self.settings = skel, settings
@@ -182,6 +206,33 @@ class _Problem:
         self.use_nullspace = pulls or self.sec_rows.size > 0 or self.balance
         self.any_rot = bool(np.any((goals.w_rot > 0) & ~goals.is_aim))
         self.identity_base = bool(np.all(goals.lin == np.eye(3)))
+        # each goal's error has a lower bound when its target is farther from its chain's base
+        # than the chain reaches, or nearer than it folds (``lower_bound``); the bound holds
+        # while no DOF of the problem moves that base
+        self.moves_base = np.zeros((e, skel.n_dofs), dtype=bool)
+        for i, b in enumerate(self.reach_base):
+            p = int(skel.parents[b])
+            while p >= 0:
+                self.moves_base[i] |= skel.dof_bone == p
+                p = int(skel.parents[p])
+        self.bounded = bool(np.any(self.use_pos & (self.reach > 0))) and not self.balance
+        self.base_fixed = ~np.any(self.moves_base & skel.dof_moves.any(axis=0), axis=1)
+
+    def lower_bound(
+        self, kin: Kinematics, targets_model: Array, lin_min: Array, g: PreparedGoals
+    ) -> Array:
+        """(F, E) a lower bound of each goal's position error (world units): the target's
+        distance beyond its chain's reach, or inside its inner reach, from the chain's base,
+        times the smallest scale of the armature's transform; 0 where the base can move (its
+        tree has a DOF above it) or the chain is empty. A goal whose error is within the
+        tolerance of its bound can do no better."""
+        d = np.linalg.norm(targets_model - kin.head[:, self.reach_base], axis=-1)
+        gap = np.maximum(np.maximum(d - self.reach, self.inner - d), 0.0) * lin_min[:, None]
+        fixed = self.base_fixed & (self.reach > 0)
+        if g.on is not None:
+            in_play = (g.on.astype(float) @ self.skel.dof_moves) > 0  # (F, n) the tree's DOFs
+            fixed = fixed & ~((in_play.astype(float) @ self.moves_base.T) > 0)
+        return np.asarray(np.where(fixed, gap, 0.0))
 
     def row_weights(self, g: PreparedGoals) -> Array:
         """(F, rows) square-root weights of the primary rows; 0 for goals of other IK trees."""
@@ -255,8 +306,10 @@ def solve(
     if goals.balance is not None:
         g.balance = prepare_balance(goals.balance, skeleton, g.frames, g.support_point())
     trees = ik_trees(skeleton) if g.balance is None else [np.arange(skeleton.n_effectors)]
-    problem = _Problem(skeleton, g, settings)
+    problem = _problem(skeleton, g, settings)
     method = settings.make_method()
+    # the compiled loop (solvers/kernel.py) covers the problem: each tree on its own skeleton
+    compiled = kernel.plan(problem, method, g, start, settings.mode == "track") is not None
     if len(trees) == 1:
         result = _solve(problem, method, g, start, resume, 1)
         result.trees = trees
@@ -264,6 +317,7 @@ def solve(
         settings.mode == "track"
         or g.frames * len(trees) > STACK_LIMIT
         or not method.zero_rows_neutral
+        or compiled
     ):
         # many frames: each tree on its own skeleton (the bones from the roots to its goals),
         # all its frames in one batch
@@ -274,7 +328,7 @@ def solve(
             st = settings
             if settings.rest_pose is not None:
                 st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
-            part_problem = _Problem(sub, g.select(tree), st)
+            part_problem = _problem(sub, g.select(tree), st)
             parts.append(
                 _solve(
                     part_problem, st.make_method(), g.select(tree), _bones(start, bones), carry, 1
@@ -309,6 +363,9 @@ def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
     Each tree is solved on its own (its own damping, clamps, stop rule, iterations, reason), so
     a goal out of reach in one tree never holds back the goals of another.
     """
+    cached = skeleton.__dict__.get("_ik_trees")
+    if cached is not None:
+        return list(cached)
     moves = skeleton.dof_moves.astype(np.int64)  # (E, n)
     e = moves.shape[0]
     share = (moves @ moves.T) > 0
@@ -319,7 +376,9 @@ def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
         if np.array_equal(new, label):
             break
         label = new
-    return [np.flatnonzero(label == t) for t in np.unique(label)]
+    trees = [np.flatnonzero(label == t) for t in np.unique(label)]
+    skeleton.__dict__["_ik_trees"] = trees
+    return list(trees)
 
 
 def _solve(
@@ -335,8 +394,50 @@ def _solve(
         res.reason[:] = "converged"
         return res
     if problem.settings.mode == "converge":
+        p = kernel.plan(problem, method, g, start, False)
+        if p is not None:
+            return _iterate_compiled(problem, method, g, start, p)
         return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
     return _track(problem, method, g, start, resume, group)
+
+
+def _iterate_compiled(
+    problem: _Problem, method: Method, g: PreparedGoals, start: Pose, p: kernel.Plan
+) -> SolveResult:
+    """``_iterate`` in converge mode by the compiled loop (solvers/kernel.py); the frames it
+    hands back (a normal matrix that is not positive definite) run ``_iterate``."""
+    raw = kernel.iterate(problem, p, g, start)
+    frames = g.frames
+    last = raw["last"]
+    hist = raw["history"][: int(last.max()) + 1]
+    held = np.arange(len(hist))[:, None] > last[None, :]
+    hist = np.where(held, hist[last, np.arange(frames)], hist)
+    pose = Pose(raw["rotations"], start.locations.copy(), start.stretch.copy())
+    reason = raw["reason"]
+    result = SolveResult(
+        pose, raw["pos"], raw["rot"], raw["iterations"], REASONS[np.minimum(reason, 6)], hist, 0.0
+    )
+    back = np.flatnonzero(reason == kernel.FALLBACK)
+    if back.size:
+        part = _iterate(
+            problem,
+            method,
+            g.take(back),
+            start.take(back),
+            problem.settings.max_iterations,
+            False,
+        )
+        result.pose.put(back, part.pose)
+        result.position_error[back] = part.position_error
+        result.rotation_error[back] = part.rotation_error
+        result.iterations[back] = part.iterations
+        result.reason[back] = part.reason
+        length = max(len(result.history), len(part.history))
+        result.history = np.pad(result.history, ((0, length - len(result.history)), (0, 0)), "edge")
+        result.history[:, back] = np.pad(
+            part.history, ((0, length - len(part.history)), (0, 0)), "edge"
+        )
+    return result
 
 
 def _bones(pose: Pose, bones: NDArray[np.intp]) -> Pose:
@@ -373,7 +474,12 @@ def combine_trees(
     length = max(len(p.history) for p in parts)
     hist = np.sqrt(
         sum(
-            np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge") ** 2
+            (
+                p.history
+                if len(p.history) == length
+                else np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge")
+            )
+            ** 2
             for p in parts
         )
     )
@@ -444,6 +550,8 @@ def goal_status(
     met &= (result.rotation_error <= settings.rotation_tolerance) | ~(
         (g.w_rot > 0) | (g.is_aim & (g.w_pos > 0))
     )
+    if np.all(met) and not np.any(g.secondary):
+        return np.full(met.shape, "met")
     reach, base_bone, inner = skeleton.chain_reach()
     kin = skeleton.forward_kinematics(result.pose)
     base = rotate(g.lin[:, None], kin.head[:, base_bone]) + g.trans[:, None]  # (F, E, 3)
@@ -555,6 +663,8 @@ class _Active:
     dmax: Array  # Buss-Kim's D_max,i per effector
     prev_pos: Array | None
     targets_model: Array | None
+    tm: Array | None  # (F, E, 3) targets in model space, for the goals' lower bounds
+    lin_min: Array | None  # (F,) smallest singular value of the armature's world matrix
     state: dict[str, Array]
 
     def keep(self, idx: NDArray[np.intp]) -> None:
@@ -582,6 +692,8 @@ class _Active:
             "dmax",
             "prev_pos",
             "targets_model",
+            "tm",
+            "lin_min",
         ):
             value = getattr(self, name)
             if value is not None:
@@ -610,6 +722,7 @@ def _iterate(
     frames, n_eff, n = goals.frames, skel.n_effectors, skel.n_dofs
     rotational = skel.dof_rotational
     carry = carry if carry is not None else {}
+    bounded = problem.bounded and not track
 
     final = start.copy()
     iterations = np.zeros(frames, dtype=np.intp)
@@ -642,6 +755,8 @@ def _iterate(
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
         prev_pos=carry.get("prev_pos"),
         targets_model=goals.targets_model() if st.jacobian_at_targets else None,
+        tm=goals.targets_model() if bounded else None,
+        lin_min=np.linalg.svd(goals.lin, compute_uv=False)[:, -1] if bounded else None,
         state=carry.get("method", method.initial_state(frames)),
     )
 
@@ -704,6 +819,14 @@ def _iterate(
         a.prev_pos = err.pos
 
         why = np.where(met & ~settling, _CONVERGED, _RUNNING)
+        if bounded:
+            # every goal met or within the tolerance of its lower bound (out of reach): no
+            # pose is better, stop without creeping on toward the straight chain
+            assert a.tm is not None and a.lin_min is not None
+            lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
+            done = np.all(err.pos <= np.maximum(tol_pos, lb + st.tolerance), axis=1)
+            done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
+            why[done] = _STATIONARY
         if not track and k > 0:
             a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
             # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import kernel
 from .errors import SettingsError
 from .frame import FrameSolver, unsupported
 from .goals import Goals, check_weights, prepare_goals
@@ -91,8 +92,8 @@ class Solver:
         position = np.asarray(goals.position, dtype=float)
         if st.mode != "converge" or position.ndim != 3 or position.shape[0] != 1:
             return None
-        if st.method in SINGULAR_VALUE_METHODS:
-            return None
+        if st.method in SINGULAR_VALUE_METHODS or kernel.covers(skel, st):
+            return None  # (the compiled loop runs each tree's frame faster than numpy here)
         if goals.balance is not None or goals.support is not None:
             return None
         if goals.secondary is not None and np.any(goals.secondary):

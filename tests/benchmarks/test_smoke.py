@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jacobian_ik.solvers import Goals, Pose, Settings, solve
 
 from benchmarks import buss_kim, deo_walker, peers, race, speed, sugihara, tabaczynski
+from jacobian_ik.solvers import Goals, Pose, Settings, solve
 from tests.rigs.skeletons import buss_kim_targets, sugihara_arm
 
 ROOT = Path(__file__).resolve().parents[2]

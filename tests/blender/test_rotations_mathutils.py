@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from jacobian_ik.solvers import rotations as rot
 from mathutils import Euler, Matrix, Quaternion
+
+from jacobian_ik.solvers import rotations as rot
 
 ORDERS = ["XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"]
 rng = np.random.default_rng(7)

@@ -205,8 +205,9 @@ def test_the_docs_table_is_the_declaration() -> None:
 
 def test_solve_pose_with_a_pole_target(clean: Any) -> None:
     """Issue 10: a goal with a pole target made solve_pose fail with a shape error."""
-    from jacobian_ik.api import solve_pose
     from mathutils import Vector
+
+    from jacobian_ik.api import solve_pose
 
     ob = make_armature("Arm", chain_bones(3))
     target = make_empty("target", (0.0, 1.6, 1.2))

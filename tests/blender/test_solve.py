@@ -17,8 +17,9 @@ from blender_helpers import (
     place_reachable,
     tip,
 )
-from jacobian_ik.solvers import rotations
 from mathutils import Matrix, Vector
+
+from jacobian_ik.solvers import rotations
 
 
 def solve(ob: Any) -> None:

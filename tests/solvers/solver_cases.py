@@ -1,6 +1,7 @@
 """Shared test skeletons for the solver tests."""
 
 import numpy as np
+
 from jacobian_ik.solvers import Effector, Joint, Skeleton
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jacobian_ik.solvers import GoalError, Goals, Settings, SkeletonError, solve
 
+from jacobian_ik.solvers import GoalError, Goals, Settings, SkeletonError, solve
 from tests.rigs.skeletons import chain
 
 ROOT = Path(__file__).resolve().parents[2]

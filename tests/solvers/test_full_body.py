@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from jacobian_ik.solvers import (
     AXIS_VECTORS,
     Balance,

@@ -1,8 +1,9 @@
 """Every Jacobian column against central finite differences, for every joint kind."""
 
 import numpy as np
-from jacobian_ik.solvers import Pose, angle_axis
 from solver_cases import tree_with_every_joint
+
+from jacobian_ik.solvers import Pose, angle_axis
 
 
 def random_pose(rng, skel, frames):

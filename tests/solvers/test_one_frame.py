@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from jacobian_ik.solvers import (
     METHODS,
     Effector,
@@ -20,8 +21,14 @@ from jacobian_ik.solvers import (
 from jacobian_ik.solvers.frame import FrameSolver, damped_step, unsupported
 from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solver import SINGULAR_VALUE_METHODS
-
 from tests.rigs.skeletons import chain, humanoid
+
+
+@pytest.fixture(autouse=True)
+def _numpy_loops(monkeypatch):
+    """The one-frame path against the numpy loop: with the compiled loop (solvers/kernel.py)
+    on, ``Solver`` runs it instead of this path for the methods it covers."""
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "0")
 
 
 def reachable_targets(skel, rng, scale=0.6):

@@ -6,6 +6,7 @@ import os
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from jacobian_ik.solvers import (
     METHODS,
     Effector,

@@ -3,6 +3,7 @@ tests/blender/test_rotations_mathutils.py)."""
 
 import numpy as np
 import pytest
+
 from jacobian_ik.solvers import rotations as rot
 
 ORDERS = rot.EULER_ORDERS

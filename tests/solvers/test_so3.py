@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from jacobian_ik.solvers import angle_axis, exp_so3
 
 

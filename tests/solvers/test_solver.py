@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from jacobian_ik.solvers import Goals, Pose, Settings, Solver, exp_so3, solve
 
+from jacobian_ik.solvers import Goals, Pose, Settings, Solver, exp_so3, solve
 from tests.rigs.skeletons import humanoid
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from jacobian_ik.solvers import Effector, Goals, Joint, Settings, Skeleton, solve
 from jacobian_ik.solvers.solve import ik_trees
 

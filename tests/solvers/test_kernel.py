@@ -1,0 +1,136 @@
+"""The compiled loop (solvers/kernel.py) against the numpy loop it replaces, on rigs built from
+seeds: the same results to rounding, the same stops, and the numpy loop wherever the kernel does
+not apply. Also the goals' lower-bound stop both loops share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jacobian_ik.solvers import Effector, Goals, Joint, Pose, Settings, Skeleton, kernel, solve
+from jacobian_ik.solvers.solve import ik_trees
+from tests.rigs.skeletons import chain
+from tests.solvers.test_trees import random_humanoid, targets
+
+pytestmark = pytest.mark.skipif(not kernel.enabled(), reason="numba is not installed")
+
+KERNEL_METHODS = ("lm", "dls", "lm_constant", "lm_chan_lawrence")
+
+
+def _numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "0")
+
+
+def _base(rng: np.random.Generator) -> np.ndarray:
+    """A rotated, uniformly scaled and moved armature."""
+    a = rng.normal(size=3)
+    k = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    q, _ = np.linalg.qr(np.eye(3) + 0.3 * k)
+    base = np.eye(4)
+    base[:3, :3] = q * rng.uniform(0.5, 2.0)
+    base[:3, 3] = rng.normal(size=3)
+    return base
+
+
+def _compare(a, b, tol: float = 1e-9) -> float:
+    """The share of frames whose stop and pose agree to ``tol`` (poses of converged frames
+    must agree; a frame that stops on a rounding-sensitive test may stop a step apart)."""
+    same = (a.reason == b.reason) & (np.abs(a.iterations - b.iterations) <= 0)
+    diff = np.abs(a.pose.rotations - b.pose.rotations).max(axis=(1, 2, 3))
+    both = (a.reason == "converged") & (b.reason == "converged")
+    assert np.all(diff[both] <= tol), diff[both].max()
+    assert np.all(np.abs(a.position_error - b.position_error)[both] <= tol)
+    return float(np.mean(same & (diff <= tol)))
+
+
+@pytest.mark.parametrize("method", KERNEL_METHODS)
+@pytest.mark.parametrize("seed", (1, 2))
+def test_kernel_equals_numpy_loop(method, seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    skel = random_humanoid(rng, spine_chains=seed == 2)
+    base = _base(rng)
+    pos = targets(skel, rng, frames=40, far=1) @ base[:3, :3].T + base[:3, 3]
+    goals = Goals(position=pos, base=base)
+    settings = Settings(method=method, max_iterations=60)
+    compiled = solve(skel, goals, settings)
+    _numpy(monkeypatch)
+    plain = solve(skel, goals, settings)
+    assert _compare(compiled, plain) >= 0.95
+    assert set(compiled.reason.tolist()) <= {"converged", "stationary", "max_iterations"}
+
+
+def test_kernel_orientation_goals_and_two_axis_joints(monkeypatch):
+    rng = np.random.default_rng(3)
+    n = 5
+    joints = [Joint("XZ") if b % 2 else Joint.ball(stiffness={"rot_y": 0.5}) for b in range(n)]
+    rest = np.tile(np.eye(4), (n, 1, 1))
+    rest[1:, 1, 3] = rng.uniform(0.3, 0.6, size=n - 1)
+    skel = Skeleton(list(range(-1, n - 1)), rest, joints, [Effector(n - 1, (0.0, 0.4, 0.0))])
+    start = skel.apply(Pose.rest(n), rng.normal(scale=0.3, size=(1, skel.n_dofs)))
+    posed = skel.apply(start.broadcast(12), rng.normal(scale=0.4, size=(12, skel.n_dofs)))
+    kin = skel.forward_kinematics(posed)
+    base = _base(rng)
+    goals = Goals(
+        position=kin.points @ base[:3, :3].T + base[:3, 3],
+        rotation=base[:3, :3] @ kin.frames_rot,
+        rotation_weight=[0.5],
+        base=base,
+    )
+    settings = Settings(max_iterations=80)
+    compiled = solve(skel, goals, settings, start)
+    _numpy(monkeypatch)
+    plain = solve(skel, goals, settings, start)
+    assert _compare(compiled, plain) >= 0.9
+    assert np.mean(compiled.reason == "converged") >= 0.75
+
+
+def test_what_the_kernel_does_not_cover_runs_the_numpy_loop():
+    skel = random_humanoid(np.random.default_rng(4))
+    assert kernel.covers(skel, Settings())
+    assert not kernel.covers(skel, Settings(method="sdls"))
+    assert not kernel.covers(skel, Settings(mode="track"))
+    assert not kernel.covers(skel, Settings(max_step=0.1))
+    assert not kernel.covers(skel, Settings(nullspace="exact", rest_weight=0.1))
+    limited = chain(2, joint=Joint.ball(limits={"rot_x": (-0.5, 0.5)}))
+    assert not kernel.covers(limited, Settings())
+
+
+def test_a_frame_the_kernel_cannot_factor_goes_back_to_numpy(monkeypatch):
+    # no damping and a straight chain: J J^T is singular, Cholesky fails, the numpy loop (with
+    # its SVD fallback) solves that frame
+    skel = chain(3)
+    goals = Goals(position=np.array([[[0.0, 2.5, 0.0]], [[1.0, 1.5, 0.5]]]))
+    settings = Settings(method="dls", params={"damping": 0.0}, max_iterations=30)
+    compiled = solve(skel, goals, settings)
+    _numpy(monkeypatch)
+    plain = solve(skel, goals, settings)
+    np.testing.assert_allclose(compiled.pose.rotations, plain.pose.rotations, atol=1e-9)
+    assert list(compiled.reason) == list(plain.reason)
+
+
+@pytest.mark.parametrize("compiled", (True, False))
+def test_out_of_reach_goals_stop_at_their_lower_bound(compiled, monkeypatch):
+    """A target beyond its chain's reach: the frame stops as soon as the error is within the
+    tolerance of the distance beyond reach (no pose is better) or at a stationary point, most
+    before the iteration cap; the goals of the other trees are met."""
+    if not compiled:
+        _numpy(monkeypatch)
+    rng = np.random.default_rng(6)
+    skel = random_humanoid(rng)
+    pos = targets(skel, rng, frames=30, far=0)
+    pos[:, 0] *= 3.0  # the first hand's targets far out of reach
+    settings = Settings(max_iterations=200)
+    res = solve(skel, Goals(position=pos), settings)
+    reach, base, _ = skel.chain_reach()
+    kin = skel.forward_kinematics(res.pose)
+    d = np.linalg.norm(pos[:, 0] - kin.head[:, base[0]], axis=1)
+    gap = res.position_error[:, 0] - (d - reach[0])
+    assert np.all(d > reach[0])
+    assert np.all(gap >= -1e-12) and np.all(gap <= 1e-4)
+    # most stop by the bound, within the tolerance of it; the others at a stationary point
+    assert np.mean(gap <= settings.tolerance + 1e-12) >= 0.5
+    # (LM's damping E_k stays large when the target is far: some frames creep to the cap)
+    assert np.mean(res.iterations < settings.max_iterations) >= 0.5
+    assert np.all(res.goal_status[:, 0] == "out_of_reach")
+    others = np.concatenate([t for t in ik_trees(skel) if 0 not in t])
+    assert np.all(res.position_error[:, others] <= settings.tolerance)
