@@ -16,6 +16,21 @@ def register() -> None:
     panels.register()
     live.register()
     draw.register()
+    _warm_up_kernel()
+
+
+def _warm_up_kernel() -> None:
+    """Compile (or load from the user folder's cache) the solver's compiled loop in a background
+    thread, so that the first solve does not wait for it (solvers/kernel.py)."""
+    import bpy
+
+    from .solvers import kernel
+
+    try:  # the extension's own user folder (never the add-on folder)
+        kernel.CACHE_DIR = bpy.utils.extension_path_user(__package__, path="numba", create=True)
+    except (ValueError, OSError):  # not installed as an extension (a checkout in tests)
+        kernel.CACHE_DIR = None
+    kernel.warm_up()
 
 
 def unregister() -> None:

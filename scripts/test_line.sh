@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 line=${1:?usage: scripts/test_line.sh 4.2|4.5|5.0|5.2 [pytest args]}
 shift
-common="pytest==9.2.0 hypothesis==6.170.15"
+common="pytest==9.2.0 hypothesis==6.170.15 numba==0.68.1 llvmlite==0.50.0"
 case $line in
   # numpy as each Blender bundles it; matplotlib for the mocap test's plot
   4.2) bpy=4.2.23 py=3.11 pins="numpy==1.26.4 matplotlib==3.9.4" ;;

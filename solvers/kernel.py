@@ -58,8 +58,8 @@ FALLBACK = 7  # the frame goes back to the numpy loop
 
 
 def enabled() -> bool:
-    """Whether the compiled loop can run here (numba imported and not switched off)."""
-    return numba is not None and os.environ.get("JACOBIAN_IK_KERNEL", "1") != "0"
+    """Whether the compiled loop can run here (numba imported, not switched off, not broken)."""
+    return numba is not None and not BROKEN and os.environ.get("JACOBIAN_IK_KERNEL", "1") != "0"
 
 
 @dataclass
@@ -144,7 +144,7 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
         "history": np.zeros((st.max_iterations + 1, frames)),
         "last": np.zeros(frames, dtype=np.intp),
     }
-    _kernel()(
+    _call(
         *p.static,
         np.ascontiguousarray(local_pos),
         np.ascontiguousarray(eff_shift),
@@ -182,16 +182,71 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
 _COMPILED: list[Any] = []
 _LOCK = threading.Lock()
 COMPILE_TIME: list[float] = []  # seconds the first call took to compile (or load) the kernel
+CACHE_DIR: str | None = None
+"""Where numba keeps the compiled kernel: the add-on sets its user folder
+(``bpy.utils.extension_path_user``); None: ``__pycache__`` beside this file (development)."""
+BROKEN: list[str] = []  # why the kernel could not run here (then every solve uses numpy)
 
 
-def _kernel() -> Any:
+class KernelUnavailable(RuntimeError):
+    """The compiled loop failed to compile or load; the caller runs the numpy loop."""
+
+
+def _install_locator() -> None:
+    """Keep the kernel's cache in CACHE_DIR, one folder per module name (the same file imported
+    under two names must not load the other's cache: it refers to its module by name)."""
+    from numba.core import caching
+
+    class Locator(caching.UserProvidedCacheLocator):
+        def __init__(self, py_func: Any, py_file: str) -> None:
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            base = CACHE_DIR or os.path.join(os.path.dirname(py_file), "__pycache__")
+            name = "numba-" + py_func.__module__.replace(".", "_")
+            self._cache_path = os.path.join(base, name)
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if py_func is not _loop:
+                return None
+            locator = cls(py_func, py_file)
+            try:
+                locator.ensure_cache_path()
+            except OSError:
+                return None
+            return locator
+
+    caching.CacheImpl._locator_classes.insert(0, Locator)
+
+
+def _kernel(cache: bool = True) -> Any:
     with _LOCK:
         if not _COMPILED:
-            t0 = time.perf_counter()
-            fn = numba.njit(cache=True, nogil=True, fastmath=False)(_loop)
-            _COMPILED.append(fn)
-            COMPILE_TIME.append(time.perf_counter() - t0)
+            if cache:
+                _install_locator()
+            _COMPILED.append(numba.njit(cache=cache, nogil=True)(_loop))
         return _COMPILED[0]
+
+
+def _call(*args: Any) -> None:
+    """The kernel on ``args``; a cache that does not load or a compile error recompiles once
+    without the cache, then gives up (KernelUnavailable: numpy from then on)."""
+    if BROKEN:
+        raise KernelUnavailable(BROKEN[0])
+    first = not COMPILE_TIME
+    t0 = time.perf_counter()
+    try:
+        _kernel()(*args)
+    except Exception:  # any failure of numba's machinery means: use numpy
+        with _LOCK:
+            _COMPILED.clear()
+        try:
+            _kernel(cache=False)(*args)
+        except Exception as exc:
+            BROKEN.append(f"{type(exc).__name__}: {exc}")
+            raise KernelUnavailable(BROKEN[0]) from exc
+    if first:
+        COMPILE_TIME.append(time.perf_counter() - t0)
 
 
 def warm_up() -> threading.Thread | None:
@@ -203,12 +258,10 @@ def warm_up() -> threading.Thread | None:
     def run() -> None:
         from . import Effector, Goals, Joint, Settings, Skeleton, solve
 
-        t0 = time.perf_counter()
         rest = np.stack([np.eye(4), np.eye(4)])
         rest[1, 1, 3] = 1.0
         skel = Skeleton([-1, 0], rest, [Joint.ball()] * 2, [Effector(1, (0.0, 1.0, 0.0))])
         solve(skel, Goals(np.array([[0.5, 1.2, 0.3]])), Settings())
-        COMPILE_TIME.append(time.perf_counter() - t0)
 
     thread = threading.Thread(target=run, name="jacobian_ik kernel warm-up", daemon=True)
     thread.start()

@@ -406,7 +406,10 @@ def _iterate_compiled(
 ) -> SolveResult:
     """``_iterate`` in converge mode by the compiled loop (solvers/kernel.py); the frames it
     hands back (a normal matrix that is not positive definite) run ``_iterate``."""
-    raw = kernel.iterate(problem, p, g, start)
+    try:
+        raw = kernel.iterate(problem, p, g, start)
+    except kernel.KernelUnavailable:
+        return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
     frames = g.frames
     last = raw["last"]
     hist = raw["history"][: int(last.max()) + 1]
