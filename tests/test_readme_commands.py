@@ -51,6 +51,11 @@ SMOKE: dict[str, Smoke] = {
         "bash scripts/test.sh --collect-only -q tests/test_import_name.py"
     ),
     "mkdir -p dist": Smoke("mkdir -p dist"),
+    # the release zips without downloading numba's wheels (about 300 MB)
+    f"{PY} scripts/build.py": Smoke(
+        f"{PY} scripts/build.py --no-wheels --platforms linux-x64 --out dist"
+        " && test -s dist/jacobian_ik-0.1.0-linux_x64.zip"
+    ),
     # the README creates dist first (the line above)
     "blender --command extension build --source-dir . --output-dir dist": Smoke(
         "blender --command extension build --source-dir . --output-dir dist",
