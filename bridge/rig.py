@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
+from ..solvers.so3 import inv3
 from . import full_body
 from .errors import RigError
 from .polar import nearest_rotation
@@ -486,10 +487,19 @@ def read_frames(
 
     free = np.zeros(n_bones, dtype=bool)
     free[model.free] = True
-    has_parent = model.parents >= 0
-    parent_frame = np.broadcast_to(model.rest, evaluated.shape).copy()
-    parent_frame[:, has_parent] = evaluated[:, model.parents[has_parent]] @ model.rest[has_parent]
-    local = np.where(free[:, None, None], basis, np.linalg.inv(parent_frame) @ evaluated)
+    # the fixed bones' local transforms: (parent frame)^-1 evaluated, an affine inverse
+    local = basis.copy()
+    fixed = np.flatnonzero(~free)
+    if fixed.size:
+        parent_frame = np.broadcast_to(model.rest[fixed], (len(frames), *model.rest[fixed].shape))
+        parent_frame = parent_frame.copy()
+        up = model.parents[fixed] >= 0
+        parent_frame[:, up] = evaluated[:, model.parents[fixed[up]]] @ model.rest[fixed[up]]
+        inv = np.zeros_like(parent_frame)
+        inv[..., :3, :3] = inv3(parent_frame[..., :3, :3])
+        inv[..., :3, 3] = -np.einsum("...ij,...j->...i", inv[..., :3, :3], parent_frame[..., :3, 3])
+        inv[..., 3, 3] = 1.0
+        local[:, fixed] = inv @ evaluated[:, fixed]
     rot = nearest_rotation(local[..., :3, :3])
     loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
 
