@@ -77,9 +77,11 @@ def covers(skel: Any, st: Any) -> bool:
     ask for what it does not: poles, aim goals, balance; see ``plan``)."""
     if not enabled() or st.method not in DAMPING or st.mode != "converge":
         return False
-    if not np.all((skel.dof_kind == ROT_PRE) | (skel.dof_kind == ROT_POST)):
-        return False
-    if st.keep_limits and np.any(skel.dof_limited):
+    kinds = skel.__dict__.get("_kernel_kinds")
+    if kinds is None:  # (rotational DOFs only, any limited DOF), kept on the skeleton
+        rotational = bool(np.all((skel.dof_kind == ROT_PRE) | (skel.dof_kind == ROT_POST)))
+        kinds = skel.__dict__["_kernel_kinds"] = (rotational, bool(np.any(skel.dof_limited)))
+    if not kinds[0] or (st.keep_limits and kinds[1]):
         return False
     if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
         return False
