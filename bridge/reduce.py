@@ -1,29 +1,32 @@
 """Lean bakes: keep only the keys Blender needs to reproduce the solved motion within tolerances.
 
-Ground truth is Blender itself: the kept keys are written into the real F-curves (Bezier,
-AUTO_CLAMPED handles, as Blender computes them in ``fcurve.update``) and the curves are
-evaluated with ``fcurve.evaluate`` at every frame of the range. Two checks decide which keys
-stay:
+**The curves.** Every kept key sits on the solved value, and its handles are ALIGNED with the
+slope of the solved motion there (``_slopes``: the central difference of the solved values, a
+one-sided one beside a jump), each handle a third of the way to the neighbouring key. Between
+two keys Blender's Bezier curve is then the cubic Hermite interpolant of the values and slopes at
+its ends (x is linear in the Bezier parameter), so a segment depends on its two keys only, and
+it follows the motion to fourth order, where automatic handles (slopes guessed from the
+neighbouring keys) follow it to third. The curves stay smooth (C1) and editable.
 
-1. per channel: |evaluated - solved| <= the channel's tolerance at every frame:
-   - Euler angles and the angle of axis-angle: ``key_tolerance`` (degrees, converted);
-   - quaternion components: sin(key_tolerance / 4). Two unit quaternions whose components all
-     differ by at most e are at most 2 e apart (4 components), and |q1 - q2| = 2 sin(a / 4)
-     for a rotation a between them, so each bone's rotation stays within ``key_tolerance``;
-   - axis components of axis-angle: sin(key_tolerance / 2) (the axis turns by at most about
-     the tolerance); stretch scale: ``position_tolerance`` / bone length;
-2. per effector: the pose rebuilt from the evaluated curves with the solver's forward
-   kinematics puts every goal's effector within ``position_tolerance`` (world units) of where
-   the solve put it.
+**What must hold**, on Blender's own evaluation of the written curves (``fcurve.evaluate`` at
+every frame of the range; ground truth, never our formula):
 
-Greedy insertion from the range's two end keys: each round adds, for every channel, the worst
-frame of every gap between its keys that holds a violation, and for every effector the worst
-frame of every gap between the frames keyed in all the channels that move it, among the violating
-frames (to those of its channels that are, relative to
-their tolerance, at least half as far off there as the furthest one; after 10 rounds to all
-of them); then the changed
-curves are rewritten and re-evaluated. A round adds many keys at once, so a range needs about
-log2(frames) rounds.
+1. each bone's rotation within ``key_tolerance`` of the solved one (the angle between the two,
+   whatever the rotation mode: Blender normalises quaternions, so only that angle shows);
+   stretch scale within ``position_tolerance`` / bone length, a moved root's location within
+   ``position_tolerance``;
+2. every goal's effector, in the pose rebuilt from the evaluated curves with the solver's
+   forward kinematics, within ``position_tolerance`` (world units) of where the solve put it.
+
+**Choosing the keys.** First each curve alone, by furthest reach (``_reach``): from a key, the
+next one is the furthest frame whose segment keeps the curve within a per-component tolerance
+(quaternion components sin(key_tolerance / 4): four components each that close put the two
+rotations within the tolerance, so a bone whose curves all meet it meets check 1). Then rounds
+of checks 1-2 on Blender's evaluation: for every bone, channel or effector off, the worst frame of
+every gap between the frames keyed in all its curves is keyed in those of its curves that are,
+relative to their tolerance, at least half as far off there as the furthest one (after 10
+rounds in all of them); the changed curves are rewritten and evaluated again, until nothing is
+off. Keys outside the range stay as they were (``write.replace_keys``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from . import write
 from .write import Channel
 
 Array = NDArray[np.float64]
+JUMP = 4.0  # one-sided differences this many times apart in size: a jump between them
+SHARE_ROUNDS = 10  # rounds that key only the curves furthest off; later ones key all of them
 
 
 @dataclass
@@ -50,8 +55,18 @@ class ReduceReport:
     keys: int  # keys written
     full_keys: int  # keys a full bake writes (every frame of every channel)
     rounds: int
-    channel_error: float  # largest |evaluated - solved| / tolerance over all channels (<= 1)
+    channel_error: float  # largest error of a check relative to its tolerance (<= 1)
+    rotation_error: float  # largest bone rotation difference on playback of the curves (radians)
     position_error: float  # largest effector distance on playback of the curves (world units)
+
+
+@dataclass
+class _Curve:
+    channel: int  # index into the channels
+    fcurve: Any
+    values: Array  # (F,) solved values
+    slopes: Array  # (F,) solved slopes, per frame
+    tolerance: float  # per-component tolerance (the channel's own one for non-rotations)
 
 
 def _enum_value(prop: str, name: str) -> int:
@@ -59,20 +74,28 @@ def _enum_value(prop: str, name: str) -> int:
     return int(items[name].value)
 
 
-def channel_tolerances(
-    ch: Channel, key_tolerance: float, position_tolerance: float, length: float
-) -> Array:
-    """Per component tolerance of one channel (see the module docstring)."""
+def is_rotation(ch: Channel) -> bool:
+    return ch.attr.startswith("rotation_")
+
+
+def component_tolerances(ch: Channel, angle: float, distance: float, length: float) -> Array:
+    """Per-component tolerance of one channel that keeps its bone's rotation within ``angle``
+    (radians), its stretch or location within ``distance``, however the components' errors
+    combine: four quaternion components within sin(angle / 4) are at most 2 sin(angle / 4)
+    apart, the chord of ``angle``; Euler angles add at most their sum, and seldom line up (a
+    third of the angle each in the worst case, a root of three here: the rotation check repairs
+    the rare frame where they do); an axis turned by e
+    moves a rotation by at most 2 sin(e / 2) (chord) times sin(its angle / 2) <= 1."""
     n = ch.values.shape[1]
     if ch.attr == "rotation_quaternion":
-        return np.full(n, math.sin(key_tolerance / 4.0))
+        return np.full(n, math.sin(angle / 4.0))
     if ch.attr == "rotation_axis_angle":
-        return np.array([key_tolerance] + [math.sin(key_tolerance / 2.0)] * 3)
+        return np.array([angle / 2.0] + [math.sin(angle / 8.0)] * 3)
     if ch.attr == "scale":
-        return np.full(n, position_tolerance / max(length, 1e-12))
+        return np.full(n, distance / max(length, 1e-12))
     if ch.attr == "location":  # a root moved by move_root (bridge/full_body.py)
-        return np.full(n, position_tolerance)
-    return np.full(n, key_tolerance)
+        return np.full(n, distance / math.sqrt(3.0))
+    return np.full(n, angle / math.sqrt(3.0))
 
 
 def _matrices(ch: Channel, values: Array, mode: str) -> Array:
@@ -82,6 +105,18 @@ def _matrices(ch: Channel, values: Array, mode: str) -> Array:
     if ch.attr == "rotation_axis_angle":
         return rotations.matrix_from_axis_angle(values)
     return rotations.matrix_from_euler(values, mode)
+
+
+def rotation_angle(ch: Channel, values: Array, mode: str) -> Array:
+    """(F,) angle between the rotations ``values`` and the solved ones, radians."""
+    if ch.attr == "rotation_quaternion":
+        q = values / np.maximum(np.linalg.norm(values, axis=1, keepdims=True), 1e-12)
+        s = ch.values / np.linalg.norm(ch.values, axis=1, keepdims=True)
+        d = np.minimum(np.linalg.norm(q - s, axis=1), np.linalg.norm(q + s, axis=1))
+        return 4.0 * np.arcsin(np.minimum(d / 2.0, 1.0))  # |q - s| = 2 sin(angle / 4)
+    diff = _matrices(ch, values, mode) - _matrices(ch, ch.values, mode)
+    d = np.linalg.norm(diff, axis=(1, 2))  # |R1 - R2|_F = 2 sqrt(2) sin(angle / 2)
+    return 2.0 * np.arcsin(np.minimum(d / (2.0 * math.sqrt(2.0)), 1.0))
 
 
 class _PoseBuilder:
@@ -97,6 +132,20 @@ class _PoseBuilder:
         self.lengths = [float(ob.data.bones[ch.bone].length) for ch in channels]
 
     def points(self, channels: list[Channel], values: list[Array]) -> Array:
+        kin = self._kinematics(channels, values)
+        lin, trans = self.base[:, :3, :3], self.base[:, :3, 3]
+        return np.einsum("fij,fej->fei", lin, kin.points) + trans[:, None]
+
+    def levers(self, channels: list[Channel], n_goals: int) -> Array:
+        """(K, E): the largest world distance over the frames from channel k's bone head (its
+        pivot) to goal effector e, in the solved motion."""
+        kin = self._kinematics(channels, [ch.values for ch in channels])
+        heads = kin.head[:, self.bone]  # (F, K, 3)
+        arm = kin.points[:, None, :n_goals] - heads[:, :, None]  # (F, K, E, 3)
+        world = np.einsum("fij,fkej->fkei", self.base[:, :3, :3], arm)
+        return np.linalg.norm(world, axis=3).max(axis=0)
+
+    def _kinematics(self, channels: list[Channel], values: list[Array]) -> Any:
         pose = self.template.copy()
         for k, ch in enumerate(channels):
             if ch.attr == "scale":
@@ -105,9 +154,71 @@ class _PoseBuilder:
                 pose.locations[:, self.bone[k]] = values[k]
             else:
                 pose.rotations[:, self.bone[k]] = _matrices(ch, values[k], self.modes[k])
-        kin = self.skeleton.forward_kinematics(pose)
-        lin, trans = self.base[:, :3, :3], self.base[:, :3, 3]
-        return np.einsum("fij,fej->fei", lin, kin.points) + trans[:, None]
+        return self.skeleton.forward_kinematics(pose)
+
+
+def _slopes(x: Array, v: Array) -> Array:
+    """Slope of the solved values at every frame: the central difference, or beside a jump (the
+    two one-sided differences more than 4x apart in size) the smaller one-sided one, so a key
+    next to a flip does not lean into it."""
+    if len(x) < 3:
+        return np.gradient(v, x) if len(x) == 2 else np.zeros_like(v)
+    m = np.gradient(v, x, edge_order=2)
+    d = np.diff(v) / np.diff(x)
+    back, ahead = d[:-1], d[1:]
+    small, large = np.minimum(np.abs(back), np.abs(ahead)), np.maximum(np.abs(back), np.abs(ahead))
+    jump = large > JUMP * small + 1e-12
+    inner = np.where(np.abs(back) < np.abs(ahead), back, ahead)
+    m[1:-1] = np.where(jump, inner, m[1:-1])
+    return m
+
+
+def _cubic(t: Array, h: Array | float, va: Any, ma: Any, vb: Any, mb: Any) -> Array:
+    """Cubic Hermite polynomial at t in [0, 1] of a segment h frames long (values, slopes)."""
+    t2, t3 = t * t, t * t * t
+    return (
+        (2 * t3 - 3 * t2 + 1) * va
+        + (t3 - 2 * t2 + t) * h * ma
+        + (3 * t2 - 2 * t3) * vb
+        + (t3 - t2) * h * mb
+    )
+
+
+def hermite(x: Array, keys: NDArray[np.intp], values: Array, slopes: Array) -> Array:
+    """The curve through ``values[keys]`` with ``slopes[keys]`` (indices into x), at every x:
+    what Blender's Bezier curve through those keys with handles at thirds evaluates to."""
+    j = np.clip(np.searchsorted(keys, np.arange(len(x)), side="right") - 1, 0, len(keys) - 2)
+    a, b = keys[j], keys[j + 1]
+    h = x[b] - x[a]
+    return _cubic((x - x[a]) / h, h, values[a], slopes[a], values[b], slopes[b])
+
+
+def _segment_off(x: Array, v: Array, m: Array, a: int, b: int, tolerance: float) -> bool:
+    """Whether the segment from key a to key b leaves ``tolerance`` of the values anywhere."""
+    h = x[b] - x[a]
+    y = _cubic((x[a : b + 1] - x[a]) / h, h, v[a], m[a], v[b], m[b])
+    return bool(np.any(np.abs(y - v[a : b + 1]) > tolerance))
+
+
+def _reach(x: Array, v: Array, m: Array, tolerance: float) -> NDArray[np.bool_]:
+    """Keys by furthest reach: from each key the furthest frame whose segment stays within
+    ``tolerance`` (searched by doubling, then halving the step)."""
+    n = len(x)
+    mask = np.zeros(n, dtype=bool)
+    mask[[0, -1]] = True
+    a = 0
+    while a < n - 1:
+        b, step = a + 1, 1
+        while b + step <= n - 1 and not _segment_off(x, v, m, a, b + step, tolerance):
+            b += step
+            step *= 2
+        while step > 1:
+            step //= 2
+            if b + step <= n - 1 and not _segment_off(x, v, m, a, b + step, tolerance):
+                b += step
+        mask[b] = True
+        a = b
+    return mask
 
 
 def _gap_worst(mask: NDArray[np.bool_], err: Array) -> list[int]:
@@ -122,6 +233,41 @@ def _gap_worst(mask: NDArray[np.bool_], err: Array) -> list[int]:
         if seg[k] > 0.0:
             out.append(a + 1 + k)
     return out
+
+
+def _write_curve(
+    fcurve: Any, x: Array, curve: _Curve, mask: NDArray[np.bool_], bezier: int, aligned: int
+) -> None:
+    """Replace the keys inside the range by the kept ones, with ALIGNED handles along the
+    solved slope a third of the way to each neighbouring key (outside the range: to the nearest
+    key there, else as long as the inner handle)."""
+    keys = np.flatnonzero(mask)
+    kx, ky, km = x[keys], curve.values[keys], curve.slopes[keys]
+    write.replace_keys(fcurve, kx, ky, bezier)
+    points = fcurve.keyframe_points
+    n = len(points)
+    co = np.empty(2 * n, dtype=np.float32)
+    points.foreach_get("co", co)
+    px = co[0::2].astype(np.float64)
+    first = int(np.searchsorted(px, kx[0] - 1e-3))
+    inside = slice(first, first + len(keys))
+    before = px[first - 1] if first > 0 else None
+    after = px[first + len(keys)] if first + len(keys) < n else None
+    gaps = np.diff(kx)
+    left = np.concatenate([[kx[0] - before if before is not None else gaps[0]], gaps]) / 3.0
+    right = np.concatenate([gaps, [after - kx[-1] if after is not None else gaps[-1]]]) / 3.0
+    for prop, types in (("handle_left_type", aligned), ("handle_right_type", aligned)):
+        t = np.empty(n, dtype=np.int32)
+        points.foreach_get(prop, t)
+        t[inside] = types
+        points.foreach_set(prop, t)
+    for prop, dx in (("handle_left", -left), ("handle_right", right)):
+        h = np.empty(2 * n, dtype=np.float32)
+        points.foreach_get(prop, h)
+        h[2 * first : 2 * (first + len(keys)) : 2] = kx + dx
+        h[2 * first + 1 : 2 * (first + len(keys)) : 2] = ky + km * dx
+        points.foreach_set(prop, h)
+    fcurve.update()
 
 
 def write_reduced(
@@ -141,98 +287,165 @@ def write_reduced(
     channels' F-curves change, and only inside the frame range. ``template`` is the solver's
     start pose of every frame (the bones the solver does not move), ``base`` (F, 4, 4) the
     armature's world matrices, ``n_goals`` the goal effectors (the first of the skeleton's)."""
-    action = write.ensure_action(ob)
     x = np.asarray(frames, dtype=np.float64)
-    n_frames = len(x)
-    bezier = _enum_value("interpolation", "BEZIER")
-    auto_clamped = _enum_value("handle_left_type", "AUTO_CLAMPED")
     builder = _PoseBuilder(ob, skeleton, template, base, channels)
-    reference = builder.points(channels, [ch.values for ch in channels])[:, :n_goals]
-
-    curves: list[tuple[int, int, Any, Array, float]] = []  # channel, index, fcurve, values, tol
-    for k, ch in enumerate(channels):
-        path = f'pose.bones["{bpy.utils.escape_identifier(ch.bone)}"].{ch.attr}'
-        tol = channel_tolerances(ch, key_tolerance, position_tolerance, builder.lengths[k])
-        for i in range(ch.values.shape[1]):
-            fcurve = write.ensure_fcurve(ob, action, path, i, ch.bone)
-            curves.append((k, i, fcurve, ch.values[:, i], float(tol[i])))
-    # the curves that move each goal effector
     moves = skeleton.dof_moves[:n_goals]
-    eff_curves = [
+    effector_channels = [
         [
-            c
-            for c, (k, _, _, _, _) in enumerate(curves)
+            k
+            for k in range(len(channels))
             if np.any(moves[e] & (skeleton.dof_bone == builder.bone[k]))
         ]
         for e in range(n_goals)
     ]
-
-    masks = np.zeros((len(curves), n_frames), dtype=bool)
-    masks[:, [0, -1]] = True
-    evaluated = np.array([v for _, _, _, v, _ in curves])  # replaced on the first round
-    dirty = np.ones(len(curves), dtype=bool)
+    reducer = _Reducer(
+        ob, channels, x, builder, n_goals, effector_channels, key_tolerance, position_tolerance
+    )
+    reference = builder.points(channels, [ch.values for ch in channels])[:, :n_goals]
+    eff_curves = [[c for k in ks for c in reducer.of_channel[k]] for ks in effector_channels]
     rounds = 0
-    position_error = 0.0
-    ratio = 0.0
     for round_ in range(1, max_rounds + 1):
         rounds = round_
-        for c in np.flatnonzero(dirty):
-            _, _, fcurve, values, _ = curves[c]
-            keep = masks[c]
-            write.replace_keys(fcurve, x[keep], values[keep], bezier)
-            _set_handles(fcurve, x, auto_clamped)
-            evaluated[c] = [fcurve.evaluate(f) for f in x]
-        dirty[:] = False
-        tol = np.array([t for _, _, _, _, t in curves])
-        target = np.array([v for _, _, _, v, _ in curves])
-        excess = np.abs(evaluated - target) - tol[:, None]
-        ratio = float(np.max(np.abs(evaluated - target) / np.maximum(tol, 1e-300)[:, None]))
-        add: list[set[int]] = [set() for _ in curves]
-        for c in range(len(curves)):
-            if np.any(excess[c] > 0.0):
-                add[c].update(_gap_worst(masks[c], np.maximum(excess[c], 0.0)))
-        values_now = [np.zeros_like(ch.values) for ch in channels]
-        for c, (k, i, _, _, _) in enumerate(curves):
-            values_now[k][:, i] = evaluated[c]
-        dist = np.linalg.norm(builder.points(channels, values_now)[:, :n_goals] - reference, axis=2)
-        position_error = float(dist.max()) if dist.size else 0.0
-        relative = np.abs(evaluated - target) / np.maximum(tol, 1e-300)[:, None]
-        share = 0.5 if round_ <= 10 else 0.0  # then every channel: a handle moved by a key
+        reducer.write_dirty()
+        add = reducer.channel_frames(round_)
+        dist = np.linalg.norm(
+            builder.points(channels, reducer.values())[:, :n_goals] - reference, axis=2
+        )
+        reducer.position_error = float(dist.max()) if dist.size else 0.0
+        reducer.position_ratio = reducer.position_error / position_tolerance
         for e in range(n_goals):
-            bad = dist[:, e] > position_tolerance
-            cs = np.array(eff_curves[e], dtype=np.intp)
-            keyed = masks[cs].all(axis=0)
-            for f in _gap_worst(keyed, np.where(bad, dist[:, e], 0.0)):
-                # key the curves that are furthest off (relative to their tolerance) there
-                score = relative[cs, f]
-                for c in cs[score >= share * score.max()]:
-                    add[int(c)].add(f)
-        for c, new in enumerate(add):
-            new_frames = [f for f in new if not masks[c, f]]
-            if new_frames:
-                masks[c, new_frames] = True
-                dirty[c] = True
-        if not dirty.any():
+            over = np.where(dist[:, e] > position_tolerance, dist[:, e], 0.0)
+            reducer.key_group(add, eff_curves[e], over, round_)
+        if not reducer.mark(add):
             break
     return ReduceReport(
-        keys=int(masks.sum()),
-        full_keys=len(curves) * n_frames,
+        keys=int(reducer.masks.sum()),
+        full_keys=len(reducer.curves) * len(x),
         rounds=rounds,
-        channel_error=ratio,
-        position_error=position_error,
+        channel_error=max(reducer.channel_ratio, reducer.position_ratio),
+        rotation_error=reducer.rotation_error,
+        position_error=reducer.position_error,
     )
 
 
-def _set_handles(fcurve: Any, x: Array, handle_type: int) -> None:
-    """AUTO_CLAMPED handles on the keys inside the range, then recompute them."""
-    points = fcurve.keyframe_points
-    n = len(points)
-    co = np.empty(2 * n, dtype=np.float32)
-    points.foreach_get("co", co)
-    inside = (co[0::2] >= x[0] - 1e-3) & (co[0::2] <= x[-1] + 1e-3)
-    for prop in ("handle_left_type", "handle_right_type"):
-        types = np.empty(n, dtype=np.int32)
-        points.foreach_get(prop, types)
-        types[inside] = handle_type
-        points.foreach_set(prop, types)
-    fcurve.update()
+def _budgets(
+    channels: list[Channel],
+    builder: _PoseBuilder,
+    n_goals: int,
+    effector_channels: list[list[int]],
+    key_tolerance: float,
+    position_tolerance: float,
+) -> tuple[list[float], list[float]]:
+    """Each channel's share of the tolerances: a rotation may turn its bone by at most
+    ``key_tolerance`` and move each effector it carries by at most its share of
+    ``position_tolerance`` (the tolerance over the root of the number of channels that move
+    that effector: errors of different bones seldom line up), through its lever (the
+    effector's largest distance from the bone's head); a stretch or location moves each
+    effector by at most its share. Returns (angle, distance) per channel."""
+    levers = builder.levers(channels, n_goals) if n_goals else np.zeros((len(channels), 0))
+    share = np.full(len(channels), position_tolerance)
+    turn = np.full(len(channels), key_tolerance)
+    for e, ks in enumerate(effector_channels):
+        part = position_tolerance / math.sqrt(len(ks)) if ks else position_tolerance
+        for k in ks:
+            share[k] = min(share[k], part)
+            if levers[k, e] > 0.0:
+                turn[k] = min(turn[k], part / levers[k, e])
+    return turn.tolist(), share.tolist()
+
+
+class _Reducer:
+    """The curves of a lean bake, their kept frames and Blender's evaluation of them."""
+
+    def __init__(
+        self,
+        ob: Any,
+        channels: list[Channel],
+        x: Array,
+        builder: _PoseBuilder,
+        n_goals: int,
+        effector_channels: list[list[int]],
+        key_tolerance: float,
+        position_tolerance: float,
+    ) -> None:
+        self.channels, self.x, self.builder = channels, x, builder
+        self.key_tolerance = key_tolerance
+        self.bezier = _enum_value("interpolation", "BEZIER")
+        self.aligned = _enum_value("handle_left_type", "ALIGNED")
+        action = write.ensure_action(ob)
+        angles, distances = _budgets(
+            channels, builder, n_goals, effector_channels, key_tolerance, position_tolerance
+        )
+        self.curves: list[_Curve] = []
+        self.of_channel: list[list[int]] = []
+        for k, ch in enumerate(channels):
+            path = f'pose.bones["{bpy.utils.escape_identifier(ch.bone)}"].{ch.attr}'
+            tol = component_tolerances(ch, angles[k], distances[k], builder.lengths[k])
+            self.of_channel.append([])
+            for i in range(ch.values.shape[1]):
+                fcurve = write.ensure_fcurve(ob, action, path, i, ch.bone)
+                v = ch.values[:, i]
+                self.of_channel[k].append(len(self.curves))
+                self.curves.append(_Curve(k, fcurve, v, _slopes(x, v), float(tol[i])))
+        self.masks = np.array([_reach(x, c.values, c.slopes, c.tolerance) for c in self.curves])
+        self.masks = self.masks.reshape(len(self.curves), len(x))
+        self.evaluated = np.array([c.values for c in self.curves]).reshape(self.masks.shape)
+        self.dirty = np.ones(len(self.curves), dtype=bool)
+        self.tolerances = np.array([c.tolerance for c in self.curves])
+        self.channel_ratio = self.position_ratio = 0.0
+        self.rotation_error = self.position_error = 0.0
+
+    def write_dirty(self) -> None:
+        for c in np.flatnonzero(self.dirty):
+            curve = self.curves[c]
+            _write_curve(curve.fcurve, self.x, curve, self.masks[c], self.bezier, self.aligned)
+            self.evaluated[c] = [curve.fcurve.evaluate(f) for f in self.x]
+        self.dirty[:] = False
+        target = np.array([c.values for c in self.curves]).reshape(self.masks.shape)
+        self.relative = (
+            np.abs(self.evaluated - target) / np.maximum(self.tolerances, 1e-300)[:, None]
+        )
+
+    def values(self) -> list[Array]:
+        return [self.evaluated[cs].T for cs in self.of_channel]
+
+    def channel_frames(self, round_: int) -> list[set[int]]:
+        """Frames to key for check 1 (the module docstring); records the largest errors."""
+        add: list[set[int]] = [set() for _ in self.curves]
+        self.channel_ratio = self.rotation_error = 0.0
+        for k, ch in enumerate(self.channels):
+            cs = self.of_channel[k]
+            if is_rotation(ch):
+                angle = rotation_angle(ch, self.evaluated[cs].T, self.builder.modes[k])
+                self.rotation_error = max(self.rotation_error, float(angle.max()))
+                ratio = float(angle.max()) / self.key_tolerance
+                over = np.where(angle > self.key_tolerance, angle, 0.0)
+                self.key_group(add, cs, over, round_)
+            else:
+                ratio = float(self.relative[cs].max())
+                for c in cs:
+                    off = np.where(self.relative[c] > 1.0, self.relative[c], 0.0)
+                    add[c].update(_gap_worst(self.masks[c], off))
+            self.channel_ratio = max(self.channel_ratio, ratio)
+        return add
+
+    def key_group(self, add: list[set[int]], curves: list[int], over: Array, round_: int) -> None:
+        """At the worst frame of every gap between the frames keyed in all ``curves`` where
+        ``over`` > 0: key the curves furthest off there (all of them after SHARE_ROUNDS)."""
+        if not curves or not np.any(over > 0.0):
+            return
+        cs = np.array(curves, dtype=np.intp)
+        share = 0.5 if round_ <= SHARE_ROUNDS else 0.0
+        for f in _gap_worst(self.masks[cs].all(axis=0), over):
+            score = self.relative[cs, f]
+            for c in cs[score >= share * score.max()]:
+                add[int(c)].add(f)
+
+    def mark(self, add: list[set[int]]) -> bool:
+        """Key the new frames; whether any curve changed."""
+        for c, new in enumerate(add):
+            new_frames = [f for f in new if not self.masks[c, f]]
+            if new_frames:
+                self.masks[c, new_frames] = True
+                self.dirty[c] = True
+        return bool(self.dirty.any())
