@@ -193,31 +193,57 @@ def hermite(x: Array, keys: NDArray[np.intp], values: Array, slopes: Array) -> A
     return _cubic((x - x[a]) / h, h, values[a], slopes[a], values[b], slopes[b])
 
 
-def _segment_off(x: Array, v: Array, m: Array, a: int, b: int, tolerance: float) -> bool:
-    """Whether the segment from key a to key b leaves ``tolerance`` of the values anywhere."""
-    h = x[b] - x[a]
-    y = _cubic((x[a : b + 1] - x[a]) / h, h, v[a], m[a], v[b], m[b])
-    return bool(np.any(np.abs(y - v[a : b + 1]) > tolerance))
+def _segments_off(x: Array, v: Array, m: Array, tol: Array, a: NDArray[np.intp], b: Array) -> Any:
+    """For curves (rows of v, m) with keys at a and b: whether the segment between them leaves
+    the curve's tolerance anywhere."""
+    span = b - a
+    i = np.arange(int(span.max()) + 1)
+    inside = i[None, :] <= span[:, None]
+    at = np.minimum(a[:, None] + i[None, :], len(x) - 1)
+    rows = np.arange(len(a))[:, None]
+    h = (x[b] - x[a])[:, None]
+    y = _cubic(
+        (x[at] - x[a][:, None]) / h,
+        h,
+        v[rows[:, 0], a][:, None],
+        m[rows[:, 0], a][:, None],
+        v[rows[:, 0], b][:, None],
+        m[rows[:, 0], b][:, None],
+    )
+    return np.any(inside & (np.abs(y - v[rows, at]) > tol[:, None]), axis=1)
 
 
-def _reach(x: Array, v: Array, m: Array, tolerance: float) -> NDArray[np.bool_]:
-    """Keys by furthest reach: from each key the furthest frame whose segment stays within
-    ``tolerance`` (searched by doubling, then halving the step)."""
-    n = len(x)
-    mask = np.zeros(n, dtype=bool)
-    mask[[0, -1]] = True
-    a = 0
-    while a < n - 1:
-        b, step = a + 1, 1
-        while b + step <= n - 1 and not _segment_off(x, v, m, a, b + step, tolerance):
-            b += step
-            step *= 2
-        while step > 1:
-            step //= 2
-            if b + step <= n - 1 and not _segment_off(x, v, m, a, b + step, tolerance):
-                b += step
-        mask[b] = True
-        a = b
+def _reach(x: Array, v: Array, m: Array, tol: Array) -> NDArray[np.bool_]:
+    """Keys by furthest reach, every curve (row of v) at once: from each key the furthest frame
+    whose segment stays within the curve's tolerance, searched by doubling the step while the
+    segment holds, then halving it."""
+    curves, n = v.shape
+    mask = np.zeros((curves, n), dtype=bool)
+    mask[:, [0, -1]] = True
+    a = np.zeros(curves, dtype=np.intp)
+    b, step = a + 1, np.ones(curves, dtype=np.intp)
+    halving = np.zeros(curves, dtype=bool)
+    active = a < n - 1
+    while active.any():
+        # a finished search keys its frame and starts the next segment there
+        end = active & halving & (step <= 1)
+        mask[end, b[end]] = True
+        a[end], b[end], step[end], halving[end] = b[end], b[end] + 1, 1, False
+        active &= a < n - 1
+        shrink = active & halving
+        step[shrink] //= 2
+        # doubling past the range's end: halve from here on
+        past = active & ~halving & (b + step > n - 1)
+        halving |= past
+        test = np.flatnonzero(active & ~past & (b + step <= n - 1))
+        if len(test) == 0:
+            continue
+        cand = b[test] + step[test]
+        off = _segments_off(x, v[test], m[test], tol[test], a[test], cand)
+        grow = test[~off]
+        b[grow] = cand[~off]
+        step[grow[~halving[grow]]] *= 2
+        halving[test[off]] = True
     return mask
 
 
@@ -253,7 +279,7 @@ def _write_curve(
     inside = slice(first, first + len(keys))
     before = px[first - 1] if first > 0 else None
     after = px[first + len(keys)] if first + len(keys) < n else None
-    gaps = np.diff(kx)
+    gaps = np.diff(kx) if len(kx) > 1 else np.ones(1)
     left = np.concatenate([[kx[0] - before if before is not None else gaps[0]], gaps]) / 3.0
     right = np.concatenate([gaps, [after - kx[-1] if after is not None else gaps[-1]]]) / 3.0
     for prop, types in (("handle_left_type", aligned), ("handle_right_type", aligned)):
@@ -387,11 +413,11 @@ class _Reducer:
                 v = ch.values[:, i]
                 self.of_channel[k].append(len(self.curves))
                 self.curves.append(_Curve(k, fcurve, v, _slopes(x, v), float(tol[i])))
-        self.masks = np.array([_reach(x, c.values, c.slopes, c.tolerance) for c in self.curves])
-        self.masks = self.masks.reshape(len(self.curves), len(x))
-        self.evaluated = np.array([c.values for c in self.curves]).reshape(self.masks.shape)
-        self.dirty = np.ones(len(self.curves), dtype=bool)
+        self.evaluated = np.array([c.values for c in self.curves]).reshape(-1, len(x))
+        slopes = np.array([c.slopes for c in self.curves]).reshape(self.evaluated.shape)
         self.tolerances = np.array([c.tolerance for c in self.curves])
+        self.masks = _reach(x, self.evaluated, slopes, self.tolerances)
+        self.dirty = np.ones(len(self.curves), dtype=bool)
         self.channel_ratio = self.position_ratio = 0.0
         self.rotation_error = self.position_error = 0.0
 

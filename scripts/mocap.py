@@ -22,8 +22,10 @@ retargeted onto Rigify's human meta-rig by the meta-rig's own proportions, baked
    point (both in target leg lengths, so any clip and any rig), and up again only once it is
    faster or higher than 1.5 times those (hysteresis); contacts shorter
    than CONTACT_MIN seconds are dropped. With pinning on (the default; ``--no-pin`` turns it
-   off), the foot's goal is held at the contact's mean position and blended back to the path
-   over BLEND seconds on either side (smoothstep), so nothing pops.
+   off), the foot's goal is held at the contact's mean position, moved (as little as it takes)
+   to where the leg reaches it over the whole contact (within REACH of the leg's length: a
+   held point the leg cannot reach would be missed and the foot would slide), and blended back
+   to the path over BLEND seconds on either side (smoothstep), so nothing pops.
 4. A bake (the add-on's lean keys at its default tolerances) into a new action, played back by
    Blender with no IK: per-goal error (mean, p95, max) against the goals, foot sliding during
    contacts (largest horizontal distance of the baked foot from where it was at the contact's
@@ -59,6 +61,7 @@ CONTACT_SPEED = 0.1  # target leg lengths per second: below it (and low) a foot 
 CONTACT_HEIGHT = 0.06  # target leg lengths above the foot's lowest point
 CONTACT_MIN = 0.1  # s
 BLEND = 0.1  # s, on either side of a contact
+REACH = 0.995  # a pinned ankle stays within this share of the leg's length from the hip
 SIDES = {"L": "Left", "R": "Right"}
 # goal bone, use_tail, chain length, rotation weight
 GOALS: list[tuple[str, bool, int, float]] = [
@@ -119,18 +122,50 @@ def contacts(path: np.ndarray, fps: float, leg: float) -> list[tuple[int, int]]:
     return out
 
 
-def pin(path: np.ndarray, spans: list[tuple[int, int]], fps: float) -> np.ndarray:
-    """The path held at each contact's mean position, blended in and out over BLEND seconds."""
+def pin(
+    path: np.ndarray,
+    spans: list[tuple[int, int]],
+    fps: float,
+    centers: np.ndarray | None = None,
+    radius: float = np.inf,
+) -> tuple[np.ndarray, list[float]]:
+    """The path held at each contact's mean position, blended in and out over BLEND seconds.
+
+    With ``centers`` (F, 3) the held point is moved, as little as it takes, to where it is
+    within ``radius`` of every centre over the contact and its blends (the leg's reach: the
+    centre is where the hip puts the ball of a fully stretched foot; ``reachable``). A blend of
+    two reachable points is reachable (the reach is a ball), so every pinned frame is too.
+    Returns the pinned path and how far each contact's held point was moved.
+    """
     out = path.copy()
     n, ramp = len(path), max(1, round(BLEND * fps))
     f = np.arange(n)
+    moved = []
     for a, b in spans:
         held = path[a:b].mean(axis=0)
+        if centers is not None:
+            near = centers[max(0, a - ramp) : min(n, b + ramp)]
+            held, mean = reachable(held, near, radius), held
+            moved.append(float(np.linalg.norm(held - mean)))
         d = np.maximum(np.maximum(a - f, f - (b - 1)), 0) / (ramp + 1)  # 0 inside
         t = np.clip(1.0 - d, 0.0, 1.0)
         w = t * t * (3.0 - 2.0 * t)  # smoothstep
         out += w[:, None] * (held - out)
-    return out
+    return out, moved
+
+
+def reachable(p: np.ndarray, centers: np.ndarray, radius: float, rounds: int = 200) -> np.ndarray:
+    """A point near ``p`` within ``radius`` of every centre: projections onto the ball that is
+    furthest off, one at a time, until none is (the balls' intersection, when there is one, is
+    convex; else the point where the rounds end)."""
+    p = p.copy()
+    for _ in range(rounds):
+        dist = np.linalg.norm(p - centers, axis=1)
+        k = int(np.argmax(dist))
+        if dist[k] <= radius:
+            break
+        p = centers[k] + (p - centers[k]) * (radius * (1.0 - 1e-9) / dist[k])
+    return p
 
 
 def drift(path: np.ndarray, spans: list[tuple[int, int]]) -> list[float]:
@@ -236,12 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     poles: dict[str, np.ndarray] = {}
     rotations: dict[str, np.ndarray] = {}
     roots: dict[str, np.ndarray] = {}
+    toe: dict[str, np.ndarray] = {}  # per side: ankle to ball of the foot, turned (F, 3)
     for s, p in SIDES.items():
         hip = carried(leg_t[s][0])
         ankle = hip + r_legs[s] * (src[f"{p}Ankle"] - src[f"{p}Hip"])
-        targets[f"foot.{s}"] = ankle + np.einsum(
-            "fij,j->fi", foot_rot[s], foot_rest_t[s].T @ foot_vec[s]
-        )
+        toe[s] = np.einsum("fij,j->fi", foot_rot[s], foot_rest_t[s].T @ foot_vec[s])
+        targets[f"foot.{s}"] = ankle + toe[s]  # the ball: the ankle plus the turned foot
         rotations[f"foot.{s}"] = foot_rot[s]
         poles[f"foot.{s}"] = hip + r_legs[s] * (src[f"{p}Knee"] - src[f"{p}Hip"])
         roots[f"foot.{s}"] = hip
@@ -257,9 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     leg = float(np.mean([length(leg_t[s]) for s in SIDES]))
     spans = {f"foot.{s}": contacts(targets[f"foot.{s}"], fps, leg) for s in SIDES}
     before = {b: targets[b].copy() for b in spans}
+    moved: dict[str, list[float]] = {}
     if args.pin:
-        for b, sp in spans.items():
-            targets[b] = pin(targets[b], sp, fps)
+        for s in SIDES:
+            b = f"foot.{s}"
+            radius = REACH * length(leg_t[s])  # the ball is reachable within this of hip + toe
+            targets[b], moved[b] = pin(targets[b], spans[b], fps, roots[b] + toe[s], radius)
 
     # the rig object, targets, poles and goals
     rig.rotation_mode = "QUATERNION"
@@ -334,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             "max": float(np.max(ours)) if ours else 0.0,
             "source_mean": float(np.mean(source)) if source else 0.0,
             "source_max": float(np.max(source)) if source else 0.0,
+            # how far pinning moved each contact's held point to keep it within the leg's reach
+            "held_moved_max": float(np.max(moved[bone])) if moved.get(bone) else 0.0,
+            "held_moved_contacts": int(np.sum(np.array(moved.get(bone, [])) > 0.0)),
         }
 
     # why frames did not converge: every frame where a goal is off by more than the tolerance

@@ -146,6 +146,29 @@ def test_mocap_on_a_clip_the_test_writes(clean: Any, tmp_path: Path) -> None:
     assert (out / "mocap_report.md").read_text().startswith("# Mocap")
 
 
+def test_pinning_holds_a_point_the_leg_reaches() -> None:
+    import numpy as np
+
+    mocap = _mocap()
+    fps, n = 24.0, 40
+    f = np.arange(n)
+    # a foot sliding 10 cm forward during a contact (frames 10-29) while the hip moves 20 cm:
+    # the path is within a 0.58 reach of the hip, the contact's mean position is not at its start
+    path = np.stack([0.005 * f, np.zeros(n), np.zeros(n)], axis=1)
+    hips = np.stack([0.01 * (f - 20), np.zeros(n), np.full(n, 0.55)], axis=1)
+    assert np.linalg.norm(path[8:32] - hips[8:32], axis=1).max() <= 0.58  # the contact, blends
+    plain, moved = mocap.pin(path, [(10, 30)], fps)
+    assert moved == [] and np.allclose(plain[10:30], path[10:30].mean(axis=0))
+    assert np.linalg.norm(plain[10:30] - hips[10:30], axis=1).max() > 0.58
+    pinned, moved = mocap.pin(path, [(10, 30)], fps, hips, 0.58)
+    assert np.ptp(pinned[10:30], axis=0).max() == 0.0  # still held
+    ramp = round(mocap.BLEND * fps)
+    near = slice(10 - ramp, 30 + ramp)
+    assert np.linalg.norm(pinned[near] - hips[near], axis=1).max() <= 0.58
+    assert 0.0 < moved[0] == pytest.approx(np.linalg.norm(pinned[20] - plain[20]))
+    assert moved[0] < 0.05  # moved as little as it takes
+
+
 @pytest.mark.skipif(not CLIP.exists(), reason="the CMU clip is not beside the checkout")
 def test_mocap_script_on_a_short_piece_of_the_cmu_walk(clean: Any, tmp_path: Path) -> None:
     assert _mocap().main(["--frames", "60", "--out", str(tmp_path)]) == 0
