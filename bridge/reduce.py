@@ -13,20 +13,23 @@ every frame of the range; ground truth, never our formula):
 
 1. each bone's rotation within ``key_tolerance`` of the solved one (the angle between the two,
    whatever the rotation mode: Blender normalises quaternions, so only that angle shows);
-   stretch scale within ``position_tolerance`` / bone length, a moved root's location within
-   ``position_tolerance``;
+   stretch scale and a moved root's location within their share of ``position_tolerance``
+   (below; the scale over the bone's length);
 2. every goal's effector, in the pose rebuilt from the evaluated curves with the solver's
    forward kinematics, within ``position_tolerance`` (world units) of where the solve put it.
 
-**Choosing the keys.** First each curve alone, by furthest reach (``_reach``): from a key, the
-next one is the furthest frame whose segment keeps the curve within a per-component tolerance
-(quaternion components sin(key_tolerance / 4): four components each that close put the two
-rotations within the tolerance, so a bone whose curves all meet it meets check 1). Then rounds
+**Choosing the keys.** First each curve alone, by furthest reach (``_reach``, all curves at
+once): from a key, the next one is the furthest frame whose segment keeps the curve within a
+per-component tolerance (``component_tolerances``) derived from the bone's share of the
+tolerances (``_budgets``): an angle no larger than ``key_tolerance``, nor than the share of
+``position_tolerance`` of every effector the bone carries (the tolerance over the root of the
+number of channels that move it) over the effector's distance from the bone's head. Then rounds
 of checks 1-2 on Blender's evaluation: for every bone, channel or effector off, the worst frame of
 every gap between the frames keyed in all its curves is keyed in those of its curves that are,
 relative to their tolerance, at least half as far off there as the furthest one (after 10
 rounds in all of them); the changed curves are rewritten and evaluated again, until nothing is
-off. Keys outside the range stay as they were (``write.replace_keys``).
+off. Keys outside the range stay as they were (``write.replace_keys``): values, interpolation,
+handle types, and non-automatic handles.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class JACOBIAN_IK_OT_bake(bpy.types.Operator):
     )
     key_tolerance: FloatProperty(  # type: ignore[valid-type]
         name="Key Tolerance",
-        description="Lean keys: largest error of a rotation channel, in degrees",
+        description="Lean keys: largest rotation difference of a bone, in degrees",
         default=0.1,
         min=1e-4,
         soft_max=5.0,

@@ -537,13 +537,15 @@ def markdown(report: dict) -> str:
         )
     lines += [
         "",
-        "| foot | contacts | sliding mean / max (mm) | source's mean / max (mm) |",
-        "|---|---|---|---|",
+        "| foot | contacts | sliding mean / max (mm) | source's mean / max (mm) "
+        "| held point moved into reach (contacts, max mm) |",
+        "|---|---|---|---|---|",
     ]
     for name, c in report["foot_sliding"].items():
         lines.append(
             f"| {name} | {c['contacts']} | {c['mean'] * 1e3:.2f} / {c['max'] * 1e3:.2f} | "
-            f"{c['source_mean'] * 1e3:.1f} / {c['source_max'] * 1e3:.1f} |"
+            f"{c['source_mean'] * 1e3:.1f} / {c['source_max'] * 1e3:.1f} | "
+            f"{c['held_moved_contacts']}, {c['held_moved_max'] * 1e3:.1f} |"
         )
     if report["not_converged"]["reasons"]:
         lines += ["", "Frames not converged, by reason:", ""]
