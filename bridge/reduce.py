@@ -282,9 +282,10 @@ def _write_curve(
     inside = slice(first, first + len(keys))
     before = px[first - 1] if first > 0 else None
     after = px[first + len(keys)] if first + len(keys) < n else None
-    gaps = np.diff(kx) if len(kx) > 1 else np.ones(1)
-    left = np.concatenate([[kx[0] - before if before is not None else gaps[0]], gaps]) / 3.0
-    right = np.concatenate([gaps, [after - kx[-1] if after is not None else gaps[-1]]]) / 3.0
+    gaps = np.diff(kx)
+    first_gap, last_gap = (gaps[0], gaps[-1]) if len(gaps) else (1.0, 1.0)
+    left = np.concatenate([[kx[0] - before if before is not None else first_gap], gaps]) / 3.0
+    right = np.concatenate([gaps, [after - kx[-1] if after is not None else last_gap]]) / 3.0
     for prop, types in (("handle_left_type", aligned), ("handle_right_type", aligned)):
         t = np.empty(n, dtype=np.int32)
         points.foreach_get(prop, t)

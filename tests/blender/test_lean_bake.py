@@ -119,6 +119,17 @@ def test_lean_bake_keeps_keys_outside_the_range(clean: Any) -> None:
         assert outside(fc) == before[(fc.data_path, fc.array_index)], fc.data_path
 
 
+def test_lean_bake_of_one_frame(clean: Any) -> None:
+    ob, _ = smooth_rig()
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=7, frame_end=7, reduce_keys=True) == {
+            "FINISHED"
+        }
+    curves = fcurves(ob.animation_data.action, ob)
+    assert len(curves) == 12 and all(len(fc.keyframe_points) == 1 for fc in curves)
+    assert ob.jacobian_ik.last_keys == 12
+
+
 def outside(fc: Any) -> list[tuple[Any, ...]]:
     return [
         (tuple(k.co), tuple(k.handle_left), k.interpolation, k.handle_left_type)
