@@ -25,12 +25,13 @@ def _warm_up_kernel() -> None:
     import bpy
 
     from .solvers import kernel
+    from .solvers.solver import warm_up_kernel
 
     try:  # the extension's own user folder (never the add-on folder)
         kernel.CACHE_DIR = bpy.utils.extension_path_user(__package__, path="numba", create=True)
     except (ValueError, OSError):  # not installed as an extension (a checkout in tests)
         kernel.CACHE_DIR = None
-    kernel.warm_up()
+    warm_up_kernel()
 
 
 def unregister() -> None:

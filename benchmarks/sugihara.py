@@ -69,6 +69,10 @@ def paper_settings(method: str, params: dict[str, Any], max_iterations: int = 10
     method stops at the first iterate with both errors below 1e-12, one step before the paper's
     rule (b) would see two such iterates. No divergence stop (the paper has none) and (c)
     ``max_iterations=10000``. W_E = 1: position in metres, orientation in radians, weight 1.
+    The solver's own stationary-point stop is off (``gradient_tolerance=0``): the paper has no
+    such rule, and on this arm's unreachable poses (a position and an orientation that cannot
+    both be met) the default 1e-4 ends a quarter of the goals in a slow valley short of the
+    compromise the paper's rules reach (measured: 216 of 300 against 299 of 300 successes).
     """
     return Settings(
         method=method,
@@ -76,6 +80,7 @@ def paper_settings(method: str, params: dict[str, Any], max_iterations: int = 10
         tolerance=1e-12,
         rotation_tolerance=1e-12,
         stagnation=1e-12,
+        gradient_tolerance=0.0,
         divergence_count=max_iterations + 1,
         max_iterations=max_iterations,
     )

@@ -32,7 +32,7 @@ from .goals import check_weights
 from .methods import StepContext, clamp_max_abs
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
-from .solve import KICK, MIN_STEP_SCALE, REASONS, Settings, SolveResult
+from .solve import BOUND_SLACK, KICK, MIN_STEP_SCALE, REASONS, Settings, SolveResult
 
 # Methods whose step is exactly damped_solve(J, e, lam2) with lam2 = nullspace_damping(ctx): for
 # one frame their step is solved with one 2-D numpy call instead of batched Cholesky solves.
@@ -516,9 +516,9 @@ class FrameSolver:
                 dist = np.sqrt(((target_model - w_pos[self.reach_base]) ** 2).sum(axis=1))
                 gap = np.maximum(np.maximum(dist - self.reach, self.inner - dist), 0.0) * lin_min
                 lb = np.where(self.bound_goals, gap, 0.0)
-                if (pos_err <= np.maximum(self.tol_pos, lb + st.tolerance)).all() and (
-                    rot_err <= self.tol_rot
-                ).all():
+                if (
+                    pos_err <= np.maximum(self.tol_pos, lb + BOUND_SLACK * st.tolerance)
+                ).all() and (rot_err <= self.tol_rot).all():
                     why = _STATIONARY
                     break
             if k > 0:

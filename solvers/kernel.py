@@ -20,7 +20,7 @@ too.
 numba is optional: the extension zip carries its wheels where they exist (README), and without
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
 first call compiles the kernel (a few seconds); ``cache=True`` keeps it on disk, and the add-on
-compiles it in a background thread when it is enabled (``warm_up``).
+compiles it in a background thread when it is enabled (``solver.warm_up_kernel``).
 """
 
 from __future__ import annotations
@@ -143,7 +143,9 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
         "rot": np.zeros((frames, n_eff)),
         "iterations": np.zeros(frames, dtype=np.intp),
         "reason": np.zeros(frames, dtype=np.intp),
-        "history": np.zeros((st.max_iterations + 1, frames)),
+        # (only the rows up to the last iteration are written and kept: np.empty does not touch
+        # the rest, which matters for caps of thousands of iterations)
+        "history": np.empty((st.max_iterations + 1, frames)),
         "last": np.zeros(frames, dtype=np.intp),
     }
     _call(
@@ -251,31 +253,13 @@ def _call(*args: Any) -> None:
         COMPILE_TIME.append(time.perf_counter() - t0)
 
 
-def warm_up() -> threading.Thread | None:
-    """Compile (or load from numba's cache) the kernel in a background thread, so that the first
-    solve does not wait for it; None when the kernel is off."""
-    if not enabled():
-        return None
-
-    def run() -> None:
-        from . import Effector, Goals, Joint, Settings, Skeleton, solve
-
-        rest = np.stack([np.eye(4), np.eye(4)])
-        rest[1, 1, 3] = 1.0
-        skel = Skeleton([-1, 0], rest, [Joint.ball()] * 2, [Effector(1, (0.0, 1.0, 0.0))])
-        solve(skel, Goals(np.array([[0.5, 1.2, 0.3]])), Settings())
-
-    thread = threading.Thread(target=run, name="jacobian_ik kernel warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
 # -- the compiled loop --------------------------------------------------------------------
 # Plain Python on numpy arrays, compiled by numba.njit in ``_kernel`` (and runnable as Python,
 # very slowly, which the tests do not rely on). One frame at a time; every helper is inlined.
 
 KICK = 0.05  # solve.KICK
 MIN_STEP_SCALE = 1.0 / 1024  # solve.MIN_STEP_SCALE
+BOUND_SLACK = 0.1  # solve.BOUND_SLACK
 
 
 def _loop(
@@ -507,7 +491,7 @@ def _loop(
                             + (tm[f, e, 2] - mpos[bb, 2]) ** 2
                         )
                         lb = max(max(d - reach[e], inner[e] - d), 0.0) * lin_min[f]
-                    if pos_e[e] > max(tol_pos[e], lb + tol):
+                    if pos_e[e] > max(tol_pos[e], lb + BOUND_SLACK * tol):
                         done = False
                 if done:
                     why = STATIONARY

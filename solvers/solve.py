@@ -636,6 +636,10 @@ STACK_LIMIT = 64
 call on the whole skeleton (live posing: the fewest numpy calls); above it, and in track mode,
 each tree is solved on its own skeleton (bakes: the least arithmetic). Both solve the same
 problems (tested)."""
+BOUND_SLACK = 0.1
+"""A goal out of reach is done when its error is within this fraction of the tolerance of its
+lower bound (``_Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
+default tolerance."""
 MIN_STEP_SCALE = 1.0 / 1024
 """A frame whose step, halved after each rise of the error, gets shorter than this is at a
 stationary point for its method."""
@@ -827,7 +831,7 @@ def _iterate(
             # pose is better, stop without creeping on toward the straight chain
             assert a.tm is not None and a.lin_min is not None
             lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
-            done = np.all(err.pos <= np.maximum(tol_pos, lb + st.tolerance), axis=1)
+            done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
             done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
             why[done] = _STATIONARY
         if not track and k > 0:

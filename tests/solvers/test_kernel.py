@@ -117,8 +117,7 @@ def test_out_of_reach_goals_stop_at_their_lower_bound(compiled, monkeypatch):
         _numpy(monkeypatch)
     rng = np.random.default_rng(6)
     skel = random_humanoid(rng)
-    pos = targets(skel, rng, frames=30, far=0)
-    pos[:, 0] *= 3.0  # the first hand's targets far out of reach
+    pos = targets(skel, rng, frames=30, far=0)  # the first hand's targets at 1.3x its reach
     settings = Settings(max_iterations=200)
     res = solve(skel, Goals(position=pos), settings)
     reach, base, _ = skel.chain_reach()
@@ -127,8 +126,8 @@ def test_out_of_reach_goals_stop_at_their_lower_bound(compiled, monkeypatch):
     gap = res.position_error[:, 0] - (d - reach[0])
     assert np.all(d > reach[0])
     assert np.all(gap >= -1e-12) and np.all(gap <= 1e-4)
-    # most stop by the bound, within the tolerance of it; the others at a stationary point
-    assert np.mean(gap <= settings.tolerance + 1e-12) >= 0.5
+    # many stop by the bound, within 0.1 x the tolerance of it; the others at a stationary point
+    assert np.mean(gap <= 0.1 * settings.tolerance + 1e-12) >= 0.5
     # (LM's damping E_k stays large when the target is far: some frames creep to the cap)
     assert np.mean(res.iterations < settings.max_iterations) >= 0.5
     assert np.all(res.goal_status[:, 0] == "out_of_reach")
