@@ -178,7 +178,7 @@ class JacobianIKSettings(bpy.types.PropertyGroup):
         min=0.0,
         subtype="ANGLE",
     )
-    max_iterations: IntProperty(name="Iterations", default=100, min=1, max=100000)  # type: ignore[valid-type]
+    max_iterations: IntProperty(name="Iterations", default=500, min=1, max=100000)  # type: ignore[valid-type]
     tolerance: FloatProperty(  # type: ignore[valid-type]
         name="Tolerance",
         description="Stop when every goal is closer than this",

@@ -511,6 +511,7 @@ class FrameSolver:
             if met:
                 why = _CONVERGED
                 break
+            beyond = False  # only goals out of reach are unmet: no gradient stop (solve.py)
             if self.bounded:
                 # every goal met or within the tolerance of its lower bound (solve.py)
                 dist = np.sqrt(((target_model - w_pos[self.reach_base]) ** 2).sum(axis=1))
@@ -521,6 +522,9 @@ class FrameSolver:
                 ).all() and (rot_err <= self.tol_rot).all():
                     why = _STATIONARY
                     break
+                beyond = bool(
+                    ((pos_err <= self.tol_pos) | (lb > 0)).all() and (rot_err <= self.tol_rot).all()
+                )
             if k > 0:
                 rises = rises + 1 if r > prev_r else 0
                 # no progress over one step or over two (a 2-cycle), when stagnation > 0
@@ -563,7 +567,9 @@ class FrameSolver:
                 # against |J~| |e~|, or no step found that lowers the error
                 grad = float(np.sqrt(((jw.T @ e_raw) ** 2).sum()))
                 size = float(np.sqrt((jw * jw).sum() * (e_raw @ e_raw)))
-                stationary = grad <= st.gradient_tolerance * size or scale < MIN_STEP_SCALE
+                stationary = (
+                    grad <= st.gradient_tolerance * size and not beyond
+                ) or scale < MIN_STEP_SCALE
                 if stationary and kicks < 1 and in_reach_unmet(pos_err):
                     stationary, saddle, kicks = False, True, kicks + 1
             dq = self.colw * dt

@@ -476,9 +476,11 @@ def _loop(
                 best_pos[:] = pos_e
                 best_rot[:] = rot_e
             why = CONVERGED if met else RUNNING
+            beyond = False  # only goals out of reach are unmet (no gradient stop: solve.py)
             if bounded and why == RUNNING:
                 # every goal met or within the tolerance of its lower bound: no better pose
                 done = True
+                beyond = True
                 for e in range(n_eff):
                     if rot_e[e] > tol_rot[e]:
                         done = False
@@ -493,6 +495,8 @@ def _loop(
                         lb = max(max(d - reach[e], inner[e] - d), 0.0) * lin_min[f]
                     if pos_e[e] > max(tol_pos[e], lb + BOUND_SLACK * tol):
                         done = False
+                    if rot_e[e] > tol_rot[e] or (pos_e[e] > tol_pos[e] and not lb > 0):
+                        beyond = False
                 if done:
                     why = STATIONARY
             if k > 0:
@@ -631,7 +635,7 @@ def _loop(
                     g2 += s * s
                 size = math.sqrt(jf) * r
                 stationary = (not met) and (
-                    math.sqrt(g2) <= grad_tol * size or scale < MIN_STEP_SCALE
+                    (math.sqrt(g2) <= grad_tol * size and not beyond) or scale < MIN_STEP_SCALE
                 )
                 if stationary and kicks < 1:
                     # a saddle when an unmet position goal's target is within its reach

@@ -64,7 +64,7 @@ class Settings:
     method: str = "lm"
     params: dict[str, Any] = field(default_factory=dict)
     mode: str = "converge"
-    max_iterations: int = 100
+    max_iterations: int = 500
     tolerance: float = 1e-5
     rotation_tolerance: float = 1e-4
     gradient_tolerance: float = 1e-4
@@ -826,6 +826,7 @@ def _iterate(
         a.prev_pos = err.pos
 
         why = np.where(met & ~settling, _CONVERGED, _RUNNING)
+        beyond = np.zeros(len(r), dtype=bool)  # only goals out of reach are unmet
         if bounded:
             # every goal met or within the tolerance of its lower bound (out of reach): no
             # pose is better, stop without creeping on toward the straight chain
@@ -834,6 +835,10 @@ def _iterate(
             done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
             done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
             why[done] = _STATIONARY
+            # these go on to their bounds: the gradient test would stop them short (it is
+            # small long before the chain is straight)
+            beyond = np.all((err.pos <= tol_pos) | (lb > 0), axis=1)
+            beyond &= np.all(err.rot <= tol_rot, axis=1) & ~met
         if not track and k > 0:
             a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
             # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
@@ -873,7 +878,7 @@ def _iterate(
             a.keep(keep)
             kin = _take_kin(kin, keep)
             err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r[keep])
-            met = met[keep]
+            met, beyond = met[keep], beyond[keep]
         a.prev2_r, a.prev_r = a.prev_r, err.residual
 
         # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
@@ -924,7 +929,7 @@ def _iterate(
             grad = np.linalg.norm(np.einsum("fmn,fm->fn", jw, e_raw), axis=1)
             size = np.linalg.norm(jw.reshape(f_act, -1), axis=1) * np.linalg.norm(e_raw, axis=1)
             stationary = ~met & (
-                (grad <= st.gradient_tolerance * size) | (a.scale < MIN_STEP_SCALE)
+                ((grad <= st.gradient_tolerance * size) & ~beyond) | (a.scale < MIN_STEP_SCALE)
             )
             # a saddle, not a minimum, when a goal that is in reach is not met (a straight
             # chain whose target lies along it: the gradient vanishes there): bend the chain a

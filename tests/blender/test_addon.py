@@ -47,7 +47,7 @@ def test_settings_map_to_solver(clean: Any) -> None:
 
     ob = bpy.data.objects.new("A", bpy.data.armatures.new("A"))
     props = ob.jacobian_ik
-    assert (props.method, props.tolerance, props.max_iterations) == ("LM", pytest.approx(1e-5), 100)
+    assert (props.method, props.tolerance, props.max_iterations) == ("LM", pytest.approx(1e-5), 500)
     props.method, props.mode, props.clamp_distance = "SDLS", "TRACK", 0.5
     s = solver_settings(props)
     assert (s.method, s.mode, s.clamp_distance, s.max_step) == ("sdls", "track", 0.5, None)
