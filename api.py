@@ -77,21 +77,15 @@ def solve_pose(armature_object: Any, *, apply: bool = True, frame: int | None = 
         view_layer.update()
     try:
         model = LiveModel(ob)
-        if model.like_run:  # poles, IK stretch, full-body goals: solved as a bake solves them
-            result, rig_model, _ = model.solve_like_run(ob)
-            if apply:
-                model.write_like_run(ob, rig_model, result, None)
-            targets, base, bones = model.read(ob)
-        else:
-            targets, base, bones = model.read(ob)
-            pose = model.start_pose(bones)
-            result = model.solve(targets, base, pose, bones[0])
+        live = model.solve(ob, force=True, frame=scene.frame_current)  # as live posing does
+        assert live is not None  # forced
+        if apply:
+            model.write(ob, live)
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
+    result = live.result
     rotations = result.pose.rotations[0, model.free]
-    if apply and not model.like_run:
-        model.write(ob, rotations)
-    reachable = model.reachable(targets, base, bones)
+    reachable = live.reachable
 
     names = model.free_names
     seeds = write.current_rotations(ob, names)

@@ -163,11 +163,13 @@ def update_armature(
     depsgraph: Any = None,
 ) -> LiveResult | None:
     """One live update of ``ob``: solve the current frame if something moved (from ``start``,
-    see ``LiveModel.start_pose``) and write the pose. Nothing is keyed here (see
+    see ``LiveModel.solve``) and write the pose. Nothing is keyed here (see
     ``_key_timer``). None when skipped; raises RigError on bad input."""
     model = _model(ob, check_ik)
     try:
-        live = model.update(ob, force=force, start=start, depsgraph=depsgraph)
+        live = model.update(
+            ob, force=force, start=start, frame=scene.frame_current, depsgraph=depsgraph
+        )
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     if live is not None:
@@ -244,8 +246,8 @@ def on_frame_change(scene: Any, depsgraph: Any = None) -> None:
     _busy = True
     try:
         for ob in _scene_armatures(scene):
-            try:  # from the animated pose: the same pose however the frame was reached
-                update_armature(ob, scene, force=True, start="animated", depsgraph=depsgraph)
+            try:  # from the animated pose, or the neighbour's solution (FRAME_START)
+                update_armature(ob, scene, force=True, start="frame", depsgraph=depsgraph)
             except RigError as exc:
                 switch_off(ob, str(exc))
                 continue

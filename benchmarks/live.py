@@ -156,7 +156,6 @@ def run(steps: int) -> dict[str, Any]:
         "converged": float(np.mean([bool(r.result.success[0]) for r in solved])),
         "max_error": float(errors.max()),
         "max_rotation_error": float(rot_errors[:, :2].max()),
-        "fast_path": not live._models[ob.name].like_run,  # read and written in place
     }
 
 
@@ -397,7 +396,7 @@ def main() -> int:
         )
     keys = ["update", "read", "solve", "write", "handler", "handler_cpu", "depsgraph"]
     print("20-bone humanoid, 4 goals (hands position+orientation, feet position), chains of 3,")
-    print(f"{args.steps} target moves x {args.repeats} repeats, fast path: {rows[0]['fast_path']}")
+    print(f"{args.steps} target moves x {args.repeats} repeats")
     print(
         f"load average at start {load:.2f}, at end {os.getloadavg()[0]:.2f} "
         f"({os.cpu_count()} cores)"

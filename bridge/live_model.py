@@ -1,10 +1,16 @@
-"""A rig read once for live solving: per update only the targets and the current pose are read.
+"""A rig prepared once for live solving; every update reads, solves and writes as a bake does.
 
-``rig.build_model`` and ``rig.read_frames`` serve any number of frames; a live update solves one
-frame, hundreds of times while a target is dragged. ``LiveModel`` keeps what does not change
-between updates (the skeleton, index arrays, the prepared single-frame solver, each goal's reach)
-and holds no Blender references, so it survives undo and file loads: every update passes the
-armature object in. ``model_key`` says when it must be rebuilt.
+A live update solves one frame, hundreds of times while a target is dragged. ``LiveModel`` keeps
+what does not change between updates: the rig read into the solver model (``run.prepare``:
+goals, joint limits, IK stretch, poles, full-body goals), the prepared one-frame ``Solver`` and
+each goal's reach. Each update goes through the bake's own path: ``run.solve_frames`` reads the
+frame (``rig.read_frames``, the poles' reader; from a render's depsgraph when given) and solves
+it, and ``pose_channels`` turns the result into the channels ``write.set_pose_channels`` sets
+(the bake keys the same channels). What live adds, through ``run.LiveHooks``: the prepared
+solver, the start pose (the last result while dragging, see ``start_pose``) and skipping an
+update whose inputs did not change. The model holds no Blender references, so it survives undo
+and file loads: every update passes the armature object in; ``matches`` says when it must be
+rebuilt.
 """
 
 from __future__ import annotations
@@ -14,14 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from mathutils import Matrix, Quaternion
 from numpy.typing import NDArray
 
-from ..solvers import Goals as SolverGoals
-from ..solvers import Pose, Settings, Solver, SolveResult
-from . import full_body, limits, rig, write
+from ..solvers import Goals, Pose, Settings, Solver, SolveResult
+from . import full_body, limits, poles, rig, write
 from .errors import RigError
-from .run import prepare, solve_frames
+from .run import LiveHooks, Prepared, prepare, solve_frames
 from .settings import settings_key, solver_settings
 
 Array = NDArray[np.float64]
@@ -88,9 +92,28 @@ def ik_key(ob: Any, names: list[str]) -> tuple[Any, ...]:
     return settings, hierarchy
 
 
+# How a frame change starts its solve (``LiveModel.update(start="frame")``, docs/live.md):
+# "hybrid" solves from the animated pose, and when the result turns a joint more than FLIP_ANGLE
+# away from the neighbouring frame's solution (the frame just solved, one frame away) solves
+# again from that solution and keeps it when it meets every goal the first met; "animated" only
+# the first solve; "previous" starts from the neighbour's solution whenever there is one.
+FRAME_START = "hybrid"
+FLIP_ANGLE = np.radians(10.0)
+
+
+class Unchanged(Exception):
+    """Raised by the start hook: nothing the solve reads moved since the last write."""
+
+
 def _close(a: Array, b: Array) -> bool:
     """Rotations equal up to float32 storage (what the pose channels hold of ours)."""
-    return bool(np.abs(a - b).max() <= 1e-5)
+    return bool(a.shape == b.shape and np.abs(a - b).max(initial=0.0) <= 1e-5)
+
+
+def joint_angles(a: Array, b: Array) -> Array:
+    """(K,) angle between rotations a[k] and b[k] (K, 3, 3), radians."""
+    cos = (np.einsum("kij,kij->k", a, b) - 1.0) / 2.0
+    return np.asarray(np.arccos(np.clip(cos, -1.0, 1.0)))
 
 
 @dataclass
@@ -104,6 +127,11 @@ class LiveResult:
     solve_time: float
     write_time: float
     keys: int = 0
+    candidates: int = 1  # solves made (2: a frame change also solved from the neighbour)
+    # what was solved (for ``LiveModel.write``): the goals, the start pose, the scene frame
+    goals: Goals | None = None
+    start: Pose | None = None
+    frame: int | None = None
 
     @property
     def total_time(self) -> float:
@@ -115,6 +143,10 @@ def build_model(ob: Any) -> rig.RigModel:
     return prepare(ob).model
 
 
+def _no_evaluation(_frame: int) -> None:
+    """Live reads the scene as it was evaluated (by the handler's depsgraph)."""
+
+
 class LiveModel:
     """The solver's view of one armature, built once; ``update`` reads, solves and writes.
 
@@ -122,61 +154,42 @@ class LiveModel:
     """
 
     def __init__(self, ob: Any, settings: Settings | None = None) -> None:
-        model = build_model(ob)
+        prepared = prepare(ob)
+        model = self.model = prepared.model
+        self.poles = prepared.poles.poles
         self.settings = settings or solver_settings(ob.jacobian_ik)
         self.settings_key = settings_key(ob.jacobian_ik)
         self.goal_key = goal_key(ob)
         self.rest_key = rest_key(ob)
         self.names = model.names
+        self.free = np.array(model.free, dtype=np.intp)
         self.free_names = [model.names[b] for b in model.free]
         self.ik_key = ik_key(ob, self.free_names)
         self.ik_checked = time.monotonic()
         self.skeleton = model.skeleton
         self.solver = Solver(self.skeleton, self.settings)  # prepared once, one frame per call
-        self.pose_index = model.pose_index
         self.parents = model.parents
         self.rest = model.rest
-        self.free = np.array(model.free, dtype=np.intp)
-        self.free_mask = np.zeros(len(model.names), dtype=bool)
-        self.free_mask[self.free] = True
-        # bones no solve moves (neither free nor below a free bone): their evaluated frames are
-        # an input; the others' are our output
-        self.static = ~self.free_mask
-        for b, p in enumerate(self.parents):
-            if p >= 0 and not self.static[p]:
-                self.static[b] = False
-        self.below = np.flatnonzero(~self.static & ~self.free_mask)
-        self.connected = model.connected
+        self.fixed = np.ones(len(model.names), dtype=bool)
+        self.fixed[self.free] = False
+        # chains with a pole start from rest (``PoleReader.reset_start``), as in a bake
+        pole_bones = {b for p in self.poles for b in p.chain}
+        self.unpoled = np.array([k for k, b in enumerate(model.free) if b not in pole_bones])
+        self.stretched = limits.stretch_bones(model)
         self.warnings = model.warnings
-        goals = model.goals
-        self.goal_names = [g.bone for g in goals]
-        self.target_names = [g.target.name for g in goals]
-        self.target_bones = [g.target_bone for g in goals]
-        self.position_weight = np.array([g.position_weight for g in goals])
-        self.rotation_weight = np.array([g.rotation_weight for g in goals])
-        # poles (secondary goals) and IK stretch: read, solved and written as ``run`` does,
-        # from a model rebuilt on every update (slower, see ``_update_like_run``)
-        self.like_run = self.skeleton.n_effectors > len(goals) or bool(limits.stretch_bones(model))
-        # full-body goals (move_root, balance, aim) are solved as ``run`` solves them too
-        self.like_run |= model.root >= 0 or model.body is not None
-        self.like_run |= full_body.aim_axes(goals) is not None
-        self.modes = [ob.pose.bones[n].rotation_mode for n in self.free_names]
-        self.quat_free = [k for k, m in enumerate(self.modes) if m == "QUATERNION"]
-        self.quat_index = np.array(
-            [ob.pose.bones.find(self.free_names[k]) for k in self.quat_free], dtype=np.intp
-        )
-        self.eye = np.broadcast_to(np.eye(3), (len(self.names), 3, 3)).copy()
-        self._reach_setup(goals)
+        self.goal_names = [g.bone for g in model.goals]
+        self.n_goals = len(model.goals)
+        self._reach_setup(model.goals)
         # the last solve's input and output (skip updates that change nothing; warm start)
-        self.last_input: Array | None = None
+        self.last_input: tuple[Array, Array] | None = None
         self.last_rotations: Array | None = None  # (K, 3, 3) free bones, float64
+        self.last_frame: int | None = None
         # the chain bones' rotations as last set by animation or by hand (not by us)
         self.held: Array | None = None
-        self.base_inverse = np.eye(4)
 
     def _reach_setup(self, goals: list[Any]) -> None:
-        """For each goal: the head of its chain's top bone and the chain's full length (model
-        units), for reachability: distance from that head to the target versus the length."""
+        """For each goal: its chain's top bone and the chain's full length (model units), for
+        reachability: distance from that bone's head to the target versus the length."""
         skel = self.skeleton
         position = {n: i for i, n in enumerate(self.names)}
         self.chain_top = np.empty(len(goals), dtype=np.intp)
@@ -203,260 +216,216 @@ class LiveModel:
         self.ik_checked = now
         return bool(rest_key(ob) == self.rest_key and ik_key(ob, self.free_names) == self.ik_key)
 
-    # -- reading ---------------------------------------------------------------------------
-    def read(self, ob: Any, depsgraph: Any = None) -> tuple[Array, Array, Array]:
-        """(targets (E, 4, 4) world, base (4, 4), pose-space matrices and bases (2, B, 4, 4)).
+    # -- the start pose --------------------------------------------------------------------
+    def _inputs(self, goals: Goals, pose: Pose) -> tuple[Array, Array]:
+        """What a solve reads: the goals (exact) and the fixed bones' local transforms."""
+        base = np.eye(4) if goals.base is None else goals.base
+        exact = [np.ravel(goals.position), np.ravel(base)]
+        if goals.rotation is not None:
+            exact.append(np.ravel(goals.rotation))
+        fixed = [np.ravel(pose.rotations[0, self.fixed]), np.ravel(pose.locations[0, self.fixed])]
+        return np.concatenate(exact), np.concatenate(fixed)
 
-        With ``depsgraph`` the armature and the targets are read as that depsgraph evaluated
-        them (a render's depsgraph: the originals still hold the viewport's frame)."""
+    def unchanged(self, goals: Goals, pose: Pose) -> bool:
+        """Nothing this model solves for moved since the last write (our own write included);
+        rigs with a free root (move_root) are always solved."""
+        if self.last_input is None or self.last_rotations is None or self.model.root >= 0:
+            return False
+        exact, fixed = self._inputs(goals, pose)
+        last_exact, last_fixed = self.last_input
+        if exact.shape != last_exact.shape or not (exact == last_exact).all():
+            return False
+        return _close(fixed, last_fixed) and _close(
+            pose.rotations[0, self.free], self.last_rotations
+        )
 
-        def evaluated(ob: Any) -> Any:
-            return ob if depsgraph is None else ob.evaluated_get(depsgraph)
+    def start_pose(self, pose: Pose, start: str = "current") -> None:
+        """Set the chain bones' start rotations in ``pose`` (read from their channels), in place.
 
-        goals = [g for g in ob.jacobian_ik.goals if g.enabled]
-        targets = np.empty((len(goals), 4, 4))
-        if len(goals) != len(self.target_names):
-            raise RigError("the goals changed while solving")
-        for e, g in enumerate(goals):
-            if g.target is None:
-                raise RigError(f"{rig.goal_label(e, g)}: no target object")
-            target = evaluated(g.target)
-            targets[e] = target.matrix_world
-            if self.target_bones[e]:
-                targets[e] = targets[e] @ np.array(target.pose.bones[self.target_bones[e]].matrix)
-        if not np.isfinite(targets).all():
-            bad = int(np.flatnonzero(~np.isfinite(targets).reshape(len(goals), -1).all(1))[0])
-            raise RigError(f"{rig.goal_label(bad, goals[bad])}: the target's matrix is not finite")
-        arm = evaluated(ob)
-        world = arm.matrix_world
-        base = np.array(world, dtype=np.float64)
-        self.base_inverse = np.array(world.inverted_safe(), dtype=np.float64)
-        pbones = arm.pose.bones
-        buf = np.empty((2, len(pbones) * 16), dtype=np.float32)
-        pbones.foreach_get("matrix", buf[0])
-        pbones.foreach_get("matrix_basis", buf[1])
-        bones = np.swapaxes(buf.reshape(2, -1, 4, 4), 2, 3)[:, self.pose_index]
-        return targets, base, bones.astype(np.float64)
-
-    def start_pose(self, bones: Array, start: str = "current") -> Pose:
-        """The start pose: chain bones from their channels (the last solve's exact rotations
-        when the channels still hold them), the bones below them from their evaluated matrices
-        relative to their parents. The bones above the chains are taken as evaluated (their
-        frames are passed to the solver as they are) and get their rest pose here.
-
-        ``start`` (the chain bones): "current" their channels as above; "animated" (on a frame
+        ``start``: "current" the channels, or the last solve's exact rotations when the channels
+        still hold them (a drag: small target moves give small pose changes); "animated" (a frame
         change) the animated pose: a bone whose channels hold our last write (not animated)
-        starts from the value it had before live solving wrote it (``held``), any other from
-        its channels, so the result at a frame does not depend on the frames solved before."""
-        evaluated, basis = bones
-        n = len(self.names)
-        rot = self.eye.copy()
-        loc = np.zeros((n, 3))
-        free_rot = basis[self.free, :3, :3]
+        starts from the value it had before live solving wrote it (``held``), any other from its
+        channels; "previous" the last solve's rotations. Chains with a pole then start from
+        rest, as in a bake."""
+        free_rot = pose.rotations[0, self.free]
         if self.last_rotations is None:
             ours = np.zeros(len(self.free), dtype=bool)
         else:
             ours = np.abs(free_rot - self.last_rotations).max(axis=(1, 2)) <= 1e-5
         if self.held is None:
-            self.held = rig.nearest_rotation(free_rot)
+            self.held = free_rot.copy()
         else:  # channels set by animation or by hand since our last write: the new hold
-            self.held[~ours] = rig.nearest_rotation(free_rot[~ours])
+            self.held[~ours] = free_rot[~ours]
         if start == "animated":
-            rot[self.free] = self.held
-        elif ours.all():
-            rot[self.free] = self.last_rotations  # warm start from the exact last result
-        else:
-            rot[self.free] = rig.nearest_rotation(free_rot)
-        loc[self.free] = basis[self.free, :3, 3]
-        # fixed bones under a chain bone (and, for solve(), all fixed bones): their evaluated
-        # local transforms
-        below = np.flatnonzero(~self.free_mask)
-        if len(below):
-            parents = self.parents[below]
-            parent_frame = self.rest[below].copy()
-            has_parent = parents >= 0
-            parent_frame[has_parent] = evaluated[parents[has_parent]] @ self.rest[below][has_parent]
-            local = np.linalg.inv(parent_frame) @ evaluated[below]
-            rot[below] = rig.nearest_rotation(local[:, :3, :3])
-            loc[below] = local[:, :3, 3]
-        loc[self.connected] = 0.0
-        return Pose(rot[None], loc[None], np.zeros((1, n)))
+            pose.rotations[0, self.free] = self.held
+        elif self.last_rotations is not None and (start == "previous" or ours.all()):
+            pose.rotations[0, self.free] = self.last_rotations
 
-    def unchanged(self, targets: Array, base: Array, bones: Array) -> bool:
-        """Nothing this model solves for moved since the last write (our own write included)."""
-        if self.last_input is None or self.last_rotations is None:
-            return False
-        now = np.concatenate(
-            [targets.reshape(-1), base.reshape(-1), bones[0, self.static].reshape(-1)]
-        )
-        if now.shape != self.last_input.shape or not (now == self.last_input).all():
-            return False
-        return _close(bones[1, self.free, :3, :3], self.last_rotations)
-
-    def _remember(self, targets: Array, base: Array, bones: Array, rotations: Array) -> None:
-        self.last_input = np.concatenate(
-            [targets.reshape(-1), base.reshape(-1), bones[0, self.static].reshape(-1)]
-        )
-        self.last_rotations = rotations
-
-    # -- solving ---------------------------------------------------------------------------
-    def solve(self, targets: Array, base: Array, pose: Pose, frames: Array) -> SolveResult:
-        """Solve from ``pose``; ``frames`` (B, 4, 4) are the evaluated model-space frames, used
-        for the bones above the chains."""
-        rotation = targets[:, :3, :3] if np.any(self.rotation_weight > 0) else None
-        goals = SolverGoals(
-            position=targets[None, :, :3, 3],
-            rotation=None if rotation is None else rig.nearest_rotation(rotation)[None],
-            position_weight=self.position_weight,
-            rotation_weight=self.rotation_weight,
-            base=base,
-        )
-        return self.solver.solve(goals, pose=pose)
-
-    def reachable(self, targets: Array, base: Array, bones: Array) -> NDArray[np.bool_]:
+    def reachable(self, goals: Goals, pose: Pose) -> NDArray[np.bool_]:
         """Each goal's target within its chain's reach: the distance from the head of the
         chain's top bone (which the chain does not move) to the target, in model space."""
-        top = bones[0, self.chain_top, :3, 3]
-        inv = self.base_inverse
-        local = targets[:, :3, 3] @ inv[:3, :3].T + inv[:3, 3]
+        top = self.skeleton.forward(pose)[0, self.chain_top, :3, 3]
+        inv = np.linalg.inv(np.asarray(goals.base, dtype=float).reshape(-1, 4, 4)[0])
+        world = np.asarray(goals.position, dtype=float)[0, : self.n_goals]
+        local = world @ inv[:3, :3].T + inv[:3, 3]
         distance = np.sqrt(np.einsum("ei,ei->e", local - top, local - top))
         return np.asarray(distance <= self.reach * (1.0 + 1e-6) + 1e-9)
 
-    # -- writing ---------------------------------------------------------------------------
-    def write(self, ob: Any, rotations: Array) -> None:
-        """Set the chain bones' rotation channels in each bone's rotation mode, next to the
-        current values (quaternions in the current hemisphere, Euler angles compatible with
-        the current ones, as Blender's own transform tools keep them)."""
-        pbones = ob.pose.bones
-        matrices = rotations.tolist()
-        if self.quat_index.size:
-            # all quaternion channels at once: read, replace the chain's, write back, tag
-            quats = np.empty(len(pbones) * 4, dtype=np.float32)
-            pbones.foreach_get("rotation_quaternion", quats)
-            current = quats.reshape(-1, 4)[self.quat_index]
-            new = np.array([Matrix(matrices[k]).to_quaternion() for k in self.quat_free])
-            new *= np.where(np.einsum("ki,ki->k", new, current) < 0.0, -1.0, 1.0)[:, None]
-            quats.reshape(-1, 4)[self.quat_index] = new
-            pbones.foreach_set("rotation_quaternion", quats)
-            ob.update_tag(refresh={"DATA"})  # foreach_set tags nothing: re-evaluate the pose
-        for name, mode, r in zip(self.free_names, self.modes, matrices, strict=True):
-            if mode == "QUATERNION":
-                continue
-            pb = pbones[name]
-            m = Matrix(r)
-            if mode == "AXIS_ANGLE":
-                q = m.to_quaternion()
-                current = pb.rotation_axis_angle
-                q.make_compatible(Quaternion(current[1:], current[0]))
-                axis, angle = q.to_axis_angle()
-                pb.rotation_axis_angle = (angle, axis[0], axis[1], axis[2])
-            else:
-                pb.rotation_euler = m.to_euler(mode, pb.rotation_euler)
-
-    def keyframe(self, ob: Any, frame: int) -> int:
-        """Key the chain bones' rotation channels at ``frame``; returns the keys written."""
-        keys = 0
-        for name in self.free_names:
-            pb = ob.pose.bones[name]
-            attr = write.rotation_attr(pb.rotation_mode)
-            pb.keyframe_insert(attr, frame=frame, group=name)
-            keys += 4 if attr != "rotation_euler" else 3
-        return keys
-
-    def key_pose(self, ob: Any, frame: int) -> int:
-        """Key at ``frame`` every channel an update writes (the chain bones' rotations; with
-        IK stretch their scale, with move_root the root's location) as they are now; returns
-        the keys written. Live solving keys once when a drag ends, with this."""
-        keys = self.keyframe(ob, frame)
-        if self.like_run:
-            model = build_model(ob)
-            channels = [(model.names[b], "scale") for b in limits.stretch_bones(model)]
-            if model.root >= 0:
-                channels.append((model.names[model.root], "location"))
-            for name, attr in channels:
-                ob.pose.bones[name].keyframe_insert(attr, frame=frame, group=name)
-                keys += 3
-        return keys
-
-    def update(
+    # -- solving ---------------------------------------------------------------------------
+    def solve(
         self,
         ob: Any,
         *,
-        keyframe_at: int | None = None,
         force: bool = False,
         start: str = "current",
+        frame: int | None = None,
         depsgraph: Any = None,
     ) -> LiveResult | None:
-        """Read the targets and current pose (as ``depsgraph`` evaluated them, when given),
-        solve from ``start`` (see ``start_pose``) and write the chain's channels (keyed at
-        ``keyframe_at`` when given). None when nothing moved since the last update (unless
-        ``force``)."""
-        if self.like_run:
-            return self._update_like_run(ob, keyframe_at)
+        """Read the frame (as ``depsgraph`` evaluated it, when given) and solve it from
+        ``start`` (see ``start_pose``; "frame": a frame change, see ``FRAME_START``), as a bake
+        does; nothing is written. The result (write time 0) and the start pose; None when
+        nothing moved since the last update (unless ``force``). Raises IKError, RigError."""
         t0 = time.perf_counter()
-        targets, base, bones = self.read(ob, depsgraph)
-        if not force and self.unchanged(targets, base, bones):
+        neighbour = self._neighbour(frame) if start == "frame" else None
+        first = "animated" if start == "frame" else start
+        if start == "frame" and FRAME_START == "previous" and neighbour is not None:
+            first = "previous"
+
+        def begin(data: rig.FrameData, goals: Goals) -> None:
+            if not force and self.unchanged(goals, data.pose):
+                raise Unchanged
+            self.start_pose(data.pose, first)
+
+        reader = poles.PoleReader(ob, self.poles)  # its reads are this update's
+        hooks = LiveHooks(self.solver, begin, depsgraph)
+        try:
+            data, goals, result, t1 = solve_frames(
+                ob,
+                Prepared(self.model, reader),
+                [0 if frame is None else frame],
+                _no_evaluation,
+                self.settings,
+                live=hooks,
+            )
+        except Unchanged:
             return None
-        pose = self.start_pose(bones, start)
-        t1 = time.perf_counter()
-        result = self.solve(targets, base, pose, bones[0])
+        candidates = 1
+        if first == "animated" and neighbour is not None and FRAME_START == "hybrid":
+            other = self._from_neighbour(goals, data.pose, result, neighbour)
+            if other is not None:
+                candidates, result = 2, other
         t2 = time.perf_counter()
-        rotations = result.pose.rotations[0, self.free]
-        self.write(ob, rotations)
-        keys = 0 if keyframe_at is None else self.keyframe(ob, keyframe_at)
-        self._remember(targets, base, bones, rotations)
-        reachable = self.reachable(targets, base, bones)
-        t3 = time.perf_counter()
+        reachable = self.reachable(goals, data.pose)
         return LiveResult(
             result,
             self.goal_names,
             reachable,
             t1 - t0,
             t2 - t1,
-            t3 - t2,
-            keys,
+            0.0,
+            0,
+            candidates,
+            goals,
+            data.pose,
+            frame,
         )
 
-    def _update_like_run(self, ob: Any, keyframe_at: int | None) -> LiveResult:
-        """A rig with poles, IK stretch or full-body goals: solved as ``run`` solves the
-        current frame (the model rebuilt, no warm start for chains with a pole), every update."""
+    def _neighbour(self, frame: int | None) -> Array | None:
+        """The last solution when it was solved at a frame next to ``frame``."""
+        if frame is None or self.last_frame is None or abs(frame - self.last_frame) != 1:
+            return None
+        return self.last_rotations
+
+    def _met(self, result: SolveResult) -> NDArray[np.bool_]:
+        st, e = self.settings, self.n_goals
+        met = result.position_error[0, :e] <= st.tolerance
+        rot = np.array([g.rotation_weight > 0 for g in self.model.goals], dtype=bool)
+        return np.asarray(met & (~rot | (result.rotation_error[0, :e] <= st.rotation_tolerance)))
+
+    def _from_neighbour(
+        self, goals: Goals, start: Pose, result: SolveResult, neighbour: Array
+    ) -> SolveResult | None:
+        """A frame change solved from the animated pose turned a joint more than FLIP_ANGLE
+        from the neighbouring frame's solution: solve from that solution too and return it
+        when it meets every goal the first met and stays closer (else None)."""
+        jump = joint_angles(result.pose.rotations[0, self.free], neighbour)
+        if jump.max(initial=0.0) <= FLIP_ANGLE or len(self.unpoled) == 0:
+            return None
+        if self.model.root >= 0 and self.poles:  # poles following the root: not a candidate
+            return None
+        pose = start.copy()
+        moved = self.free[self.unpoled]
+        pose.rotations[0, moved] = neighbour[self.unpoled]
+        other = self.solver.solve(goals, pose=pose)
+        if not (self._met(other) | ~self._met(result)).all():
+            return None
+        if joint_angles(other.pose.rotations[0, self.free], neighbour).max() >= jump.max():
+            return None
+        return other
+
+    # -- writing ---------------------------------------------------------------------------
+    def pose_channels(self, ob: Any, result: SolveResult) -> list[write.Channel]:
+        """The channels a solve sets (a bake keys the same): the chain bones' rotations in
+        their rotation modes next to their current values (quaternions in the current
+        hemisphere, Euler angles compatible with the current ones), the stretched bones' scale
+        and the free root's location (move_root). Raises RigError on NaN."""
+        model = self.model
+        rotations = result.pose.rotations[:, self.free]
+        seeds = write.current_rotations(ob, self.free_names)
+        channels = write.rotation_channels(ob, self.free_names, rotations, seeds)
+        if self.stretched:
+            channels += limits.stretch_channels(ob, model, result.pose.stretch[:, self.stretched])
+        if model.root >= 0:
+            channels += full_body.root_channels(
+                model.names[model.root], result.pose.locations[:, model.root]
+            )
+        if not all(np.isfinite(c.values).all() for c in channels):
+            raise RigError("solver: the result contains NaN or inf; nothing was written")
+        return channels
+
+    def write(self, ob: Any, live: LiveResult) -> None:
+        """Set the channels of a ``solve`` (``pose_channels``) and remember it: the next
+        update that reads the same warm-starts from it or is skipped."""
         t0 = time.perf_counter()
-        result, model, t1 = self.solve_like_run(ob)
-        t2 = time.perf_counter()
-        keys = self.write_like_run(ob, model, result, keyframe_at)
-        targets, base, bones = self.read(ob)
-        reachable = self.reachable(targets, base, bones)
-        t3 = time.perf_counter()
-        return LiveResult(result, self.goal_names, reachable, t1 - t0, t2 - t1, t3 - t2, keys)
+        write.set_pose_channels(ob, self.pose_channels(ob, live.result))
+        rotations = live.result.pose.rotations[0, self.free]
+        if live.goals is not None and live.start is not None:
+            self.last_input = self._inputs(live.goals, live.start)
+        self.last_rotations = rotations
+        self.last_frame = live.frame
+        live.write_time = time.perf_counter() - t0
 
-    def solve_like_run(self, ob: Any) -> tuple[SolveResult, rig.RigModel, float]:
-        """Solve the current frame as ``run`` does (no writing): the result, the model and when
-        the reading ended (``time.perf_counter``)."""
-        prepared = prepare(ob)
-        _, _, result, t1 = solve_frames(ob, prepared, [0], lambda _frame: None, self.settings)
-        return result, prepared.model, t1
-
-    def write_like_run(
-        self, ob: Any, model: rig.RigModel, result: SolveResult, keyframe_at: int | None
-    ) -> int:
-        """Write (and key at ``keyframe_at``) a ``solve_like_run`` result; returns the keys."""
-        rotations = result.pose.rotations[0, model.free]
-        self.write(ob, rotations)
-        if model.root >= 0:  # move_root: the root's location (its rotation is written above)
-            root = ob.pose.bones[model.names[model.root]]
-            root.location = result.pose.locations[0, model.root].tolist()
-        stretched = limits.stretch_bones(model)
-        if stretched:
-            channels = limits.stretch_channels(ob, model, result.pose.stretch[:, stretched])
-            write.set_pose_channels(ob, channels)
+    def key_pose(self, ob: Any, frame: int) -> int:
+        """Key at ``frame`` every channel an update writes (the chain bones' rotations; with
+        IK stretch their scale, with move_root the root's location) as they are now; returns
+        the keys written. Live solving keys once when a drag ends, with this."""
+        model = self.model
+        channels = [
+            (n, write.rotation_attr(ob.pose.bones[n].rotation_mode)) for n in self.free_names
+        ]
+        channels += [(model.names[b], "scale") for b in self.stretched]
+        if model.root >= 0:
+            channels.append((model.names[model.root], "location"))
         keys = 0
-        if keyframe_at is not None:
-            keys = self.keyframe(ob, keyframe_at)
-            for b in stretched:
-                ob.pose.bones[model.names[b]].keyframe_insert("scale", frame=keyframe_at)
-                keys += 3
-            if model.root >= 0:
-                name = model.names[model.root]
-                ob.pose.bones[name].keyframe_insert("location", frame=keyframe_at, group=name)
-                keys += 3
+        for name, attr in channels:
+            pb = ob.pose.bones[name]
+            pb.keyframe_insert(attr, frame=frame, group=name)
+            keys += len(getattr(pb, attr))
         return keys
+
+    def update(
+        self,
+        ob: Any,
+        *,
+        force: bool = False,
+        start: str = "current",
+        frame: int | None = None,
+        depsgraph: Any = None,
+    ) -> LiveResult | None:
+        """``solve`` and ``write``: None when nothing moved since the last update (unless
+        ``force``)."""
+        live = self.solve(ob, force=force, start=start, frame=frame, depsgraph=depsgraph)
+        if live is not None:
+            self.write(ob, live)
+        return live

@@ -170,22 +170,27 @@ class PoleReader:
         # per read: the armature's world matrix, poles and targets in model space (``follow``)
         self.inputs: list[tuple[Array, Array, Array]] = []
 
-    def wrap(self, evaluate: Callable[[int], None]) -> Callable[[int], None]:
+    def wrap(self, evaluate: Callable[[int], None], depsgraph: Any = None) -> Callable[[int], None]:
+        """``evaluate`` followed by reading the poles (as ``depsgraph`` evaluated them)."""
+
+        def ev(ob: Any) -> Any:
+            return ob if depsgraph is None else ob.evaluated_get(depsgraph)
+
         def evaluate_and_read(frame: int) -> None:
             evaluate(frame)
-            world = np.array(self.ob.matrix_world, dtype=float)
+            world = np.array(ev(self.ob).matrix_world, dtype=float)
             inv = np.linalg.inv(world)
             out = np.empty((len(self.poles), 3))
             poles_model, targets_model = np.empty_like(out), np.empty_like(out)
             for i, p in enumerate(self.poles):
-                pole = pole_position(p.target, p.target_bone)
-                goal = p.goal
-                if goal.target_bone:
-                    head = goal.target.pose.bones[goal.target_bone].head
-                    target = np.array(goal.target.matrix_world @ head, dtype=float)
+                pole = pole_position(ev(p.target), p.target_bone)
+                goal_target = ev(p.goal.target)
+                if p.goal.target_bone:
+                    head = goal_target.pose.bones[p.goal.target_bone].head
+                    target = np.array(goal_target.matrix_world @ head, dtype=float)
                 else:
-                    target = np.array(goal.target.matrix_world.translation, dtype=float)
-                hip = np.array(self.ob.pose.bones[p.upper].head, dtype=float)
+                    target = np.array(goal_target.matrix_world.translation, dtype=float)
+                hip = np.array(ev(self.ob).pose.bones[p.upper].head, dtype=float)
                 poles_model[i], targets_model[i] = _apply(inv, pole), _apply(inv, target)
                 knee = swivel_point(hip, targets_model[i], poles_model[i], p.a, p.b)
                 out[i] = _apply(world, knee)

@@ -374,11 +374,13 @@ def _body(
     return body, balance
 
 
-def _target_matrix(goal: Any) -> Array:
-    """World matrix of a goal's target: the object, or the head frame of its target bone."""
-    m = np.array(goal.target.matrix_world, dtype=np.float64)
+def _target_matrix(goal: Any, depsgraph: Any = None) -> Array:
+    """World matrix of a goal's target: the object, or the head frame of its target bone (as
+    ``depsgraph`` evaluated it, when given)."""
+    target = goal.target if depsgraph is None else goal.target.evaluated_get(depsgraph)
+    m = np.array(target.matrix_world, dtype=np.float64)
     if goal.target_bone:
-        m = m @ np.array(goal.target.pose.bones[goal.target_bone].matrix, dtype=np.float64)
+        m = m @ np.array(target.pose.bones[goal.target_bone].matrix, dtype=np.float64)
     return m
 
 
@@ -454,13 +456,16 @@ def read_frames(
     frames: Sequence[int],
     evaluate: Callable[[int], None],
     progress: Callable[[float], None] | None = None,
+    depsgraph: Any = None,
 ) -> FrameData:
     """Read targets, the armature's world matrix and the start pose at each frame.
 
     ``evaluate(frame)`` brings the scene to that frame (``scene.frame_set``; for the current
     frame a view-layer update). Chain bones start from their pose channels (``matrix_basis``,
     scale removed; connected bones have no location); fixed bones get the local transform of
-    their evaluated matrix, so constraints and drivers on them are respected.
+    their evaluated matrix, so constraints and drivers on them are respected. With
+    ``depsgraph`` the armature and the targets are read as it evaluated them (live solving on a
+    render's frame change: the original objects still hold the viewport's frame).
     """
     n_frames, n_bones, n_goals = len(frames), len(model.names), len(model.goals)
     base = np.empty((n_frames, 4, 4))
@@ -469,12 +474,13 @@ def read_frames(
     evaluated = np.empty((n_frames, n_bones, 4, 4))
     every = None if model.body is None else np.empty((n_frames, len(ob.pose.bones), 4, 4))
     # per frame only the reads (Blender must be at that frame); the maths runs once afterwards
+    arm = ob if depsgraph is None else ob.evaluated_get(depsgraph)
     for f, frame in enumerate(frames):
         evaluate(frame)
-        base[f] = np.array(ob.matrix_world, dtype=np.float64)
+        base[f] = np.array(arm.matrix_world, dtype=np.float64)
         for e, g in enumerate(model.goals):
-            target[f, e] = _target_matrix(g)
-        pbones = ob.pose.bones
+            target[f, e] = _target_matrix(g, depsgraph)
+        pbones = arm.pose.bones
         basis[f] = _matrices(pbones, "matrix_basis")[model.pose_index]
         matrices = _matrices(pbones, "matrix")
         evaluated[f] = matrices[model.pose_index]

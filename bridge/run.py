@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import Goals, IKError, Pose, Settings, SolveResult, solve
+from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, solve
 from . import actions, full_body, limits, poles, reduce, rig, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
@@ -115,6 +115,17 @@ class Prepared:
     poles: poles.PoleReader
 
 
+@dataclass
+class LiveHooks:
+    """What live posing (bridge/live_model.py) adds to ``solve_frames``: the armature's prepared
+    one-frame ``solver``; ``start(data, goals)`` sets the start pose after the read (it may
+    raise to skip the solve); the ``depsgraph`` to read from (a render's)."""
+
+    solver: Solver
+    start: Callable[[rig.FrameData, Goals], None]
+    depsgraph: Any = None
+
+
 def prepare(ob: Any) -> Prepared:
     """The solver model of ``ob`` at the current evaluation; IKError when the skeleton built
     from the rig is rejected, RigError for bad goals."""
@@ -135,16 +146,21 @@ def solve_frames(
     *,
     last_pose: Pose | None = None,
     resume: dict[str, Any] | None = None,
+    live: LiveHooks | None = None,
 ) -> tuple[rig.FrameData, Goals, SolveResult, float]:
     """Read ``frames`` (``evaluate`` moves the scene to each) and solve them in one call: the
     data read, the goals solved, the result and when the reading ended (perf_counter).
 
     Converge mode starts every frame from its read pose (chains with a pole from their rest
     pose); track mode starts from ``last_pose``'s last frame when given, with the method's
-    state ``resume`` carried on, so chunks equal one solve. Raises IKError."""
+    state ``resume`` carried on, so chunks equal one solve. ``live``: see ``LiveHooks``.
+    Raises IKError."""
     model, reader = prepared.model, prepared.poles
-    data = rig.read_frames(ob, model, frames, reader.wrap(evaluate))
+    dg = None if live is None else live.depsgraph
+    data = rig.read_frames(ob, model, frames, reader.wrap(evaluate, dg), depsgraph=dg)
     goals = reader.goals(data.goals, len(frames))
+    if live is not None:
+        live.start(data, goals)
     if settings.mode == "converge":
         reader.reset_start(data.pose, model.free)
     if last_pose is not None and settings.mode == "track":
@@ -154,15 +170,16 @@ def solve_frames(
         data.pose.locations[0] = last_pose.locations[-1]
         data.pose.stretch[0] = last_pose.stretch[-1]
     t1 = time.perf_counter()
-    result = solve(model.skeleton, goals, settings, pose=data.pose, resume=resume)
+
+    def solve_from(g: Goals, p: Pose, r: dict[str, Any] | None = None) -> SolveResult:
+        if live is not None:
+            return live.solver.solve(g, pose=p, resume=r)
+        return solve(model.skeleton, g, settings, pose=p, resume=r)
+
+    result = solve_from(goals, data.pose, resume)
     if settings.mode == "converge":  # move_root with poles: a second pass
         result = full_body.poles_follow_root(
-            model,
-            reader,
-            data.goals,
-            data.pose,
-            result,
-            lambda g, p: solve(model.skeleton, g, settings, pose=p),
+            model, reader, data.goals, data.pose, result, solve_from
         )
     return data, goals, result, t1
 
