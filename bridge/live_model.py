@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from mathutils import Matrix
 from numpy.typing import NDArray
 
 from ..solvers import Goals, Pose, Settings, Solver, SolveResult
@@ -266,7 +267,8 @@ class LiveModel:
         """Each goal's target within its chain's reach: the distance from the head of the
         chain's top bone (which the chain does not move) to the target, in model space."""
         top = self.skeleton.forward(pose)[0, self.chain_top, :3, 3]
-        inv = np.linalg.inv(np.asarray(goals.base, dtype=float).reshape(-1, 4, 4)[0])
+        base = np.asarray(goals.base, dtype=float).reshape(-1, 4, 4)[0]
+        inv = np.array(Matrix(base.tolist()).inverted_safe())  # one 4x4: mathutils, not LAPACK
         world = np.asarray(goals.position, dtype=float)[0, : self.n_goals]
         local = world @ inv[:3, :3].T + inv[:3, 3]
         distance = np.sqrt(np.einsum("ei,ei->e", local - top, local - top))

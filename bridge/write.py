@@ -46,22 +46,30 @@ def current_rotations(ob: Any, names: list[str]) -> list[Array]:
 def rotation_channels(
     ob: Any, names: list[str], matrices: Array, seeds: list[Array]
 ) -> list[Channel]:
-    """Convert rotations (F, K, 3, 3) of bones ``names`` into their rotation modes."""
-    out = []
-    for k, name in enumerate(names):
-        mode = ob.pose.bones[name].rotation_mode
-        r = matrices[:, k]
+    """Convert rotations (F, K, 3, 3) of bones ``names`` into their rotation modes (the bones
+    of one mode in one call: a live update converts one frame of every chain bone)."""
+    modes = [ob.pose.bones[name].rotation_mode for name in names]
+    values: list[Array | None] = [None] * len(names)
+    for mode in dict.fromkeys(modes):
+        ks = [k for k, m in enumerate(modes) if m == mode]
+        r = matrices[:, ks]
+        seed = np.stack([np.asarray(seeds[k], dtype=np.float64) for k in ks])
         if mode == "QUATERNION":
             q = rotations.quaternion_from_matrix(r)
-            values = rotations.make_quaternions_continuous(q, previous=seeds[k])
+            v = rotations.make_quaternions_continuous(q, previous=seed)
         elif mode == "AXIS_ANGLE":
             aa = rotations.axis_angle_from_matrix(r)
-            values = rotations.make_axis_angle_continuous(aa, previous=seeds[k])
+            v = rotations.make_axis_angle_continuous(aa, previous=seed)
         else:
             e = rotations.euler_from_matrix(r, mode)
-            values = rotations.make_euler_continuous(e, mode, previous=seeds[k])
-        out.append(Channel(name, rotation_attr(mode), values))
-    return out
+            v = rotations.make_euler_continuous(e, mode, previous=seed)
+        for j, k in enumerate(ks):
+            values[k] = v[:, j]
+    return [
+        Channel(name, rotation_attr(mode), v)
+        for name, mode, v in zip(names, modes, values, strict=True)
+        if v is not None
+    ]
 
 
 def set_pose_channels(ob: Any, channels: list[Channel], frame_index: int = 0) -> None:
