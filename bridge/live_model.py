@@ -263,16 +263,19 @@ class LiveModel:
         elif self.last_rotations is not None and (start == "previous" or ours.all()):
             pose.rotations[0, self.free] = self.last_rotations
 
-    def reachable(self, goals: Goals, pose: Pose) -> NDArray[np.bool_]:
-        """Each goal's target within its chain's reach: the distance from the head of the
-        chain's top bone (which the chain does not move) to the target, in model space."""
+    def reachable(self, goals: Goals, pose: Pose, met: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Each goal's target within its chain's reach: met, or the distance from the head of
+        the chain's top bone (which the chain does not move) to the target, in model space, at
+        most the chain's length (forward kinematics only when a goal is not met)."""
+        if met.all():
+            return met
         top = self.skeleton.forward(pose)[0, self.chain_top, :3, 3]
         base = np.asarray(goals.base, dtype=float).reshape(-1, 4, 4)[0]
         inv = np.array(Matrix(base.tolist()).inverted_safe())  # one 4x4: mathutils, not LAPACK
         world = np.asarray(goals.position, dtype=float)[0, : self.n_goals]
         local = world @ inv[:3, :3].T + inv[:3, 3]
         distance = np.sqrt(np.einsum("ei,ei->e", local - top, local - top))
-        return np.asarray(distance <= self.reach * (1.0 + 1e-6) + 1e-9)
+        return np.asarray(met | (distance <= self.reach * (1.0 + 1e-6) + 1e-9))
 
     # -- solving ---------------------------------------------------------------------------
     def solve(
@@ -318,7 +321,7 @@ class LiveModel:
             if other is not None:
                 candidates, result = 2, other
         t2 = time.perf_counter()
-        reachable = self.reachable(goals, data.pose)
+        reachable = self.reachable(goals, data.pose, self._met(result))
         return LiveResult(
             result,
             self.goal_names,
