@@ -180,6 +180,7 @@ class LiveModel:
         self.warnings = model.warnings
         self.goal_names = [g.bone for g in model.goals]
         self.n_goals = len(model.goals)
+        self.rotation_goals = np.array([g.rotation_weight > 0 for g in model.goals], dtype=bool)
         self._reach_setup(model.goals)
         # the last solve's input and output (skip updates that change nothing; warm start)
         self.last_input: tuple[Array, Array] | None = None
@@ -345,8 +346,8 @@ class LiveModel:
     def _met(self, result: SolveResult) -> NDArray[np.bool_]:
         st, e = self.settings, self.n_goals
         met = result.position_error[0, :e] <= st.tolerance
-        rot = np.array([g.rotation_weight > 0 for g in self.model.goals], dtype=bool)
-        return np.asarray(met & (~rot | (result.rotation_error[0, :e] <= st.rotation_tolerance)))
+        rot_met = result.rotation_error[0, :e] <= st.rotation_tolerance
+        return np.asarray(met & (~self.rotation_goals | rot_met))
 
     def _from_neighbour(
         self, goals: Goals, start: Pose, result: SolveResult, neighbour: Array
