@@ -8,9 +8,9 @@ frame (``rig.read_frames``, the poles' reader; from a render's depsgraph when gi
 it, and ``pose_channels`` turns the result into the channels ``write.set_pose_channels`` sets
 (the bake keys the same channels). What live adds, through ``run.LiveHooks``: the prepared
 solver, the start pose (the last result while dragging, see ``start_pose``) and skipping an
-update whose inputs did not change. The model holds no Blender references, so it survives undo
-and file loads: every update passes the armature object in; ``matches`` says when it must be
-rebuilt.
+update whose inputs did not change. Every update passes the armature object in and points the
+model's goal items and pole objects at the current ones first, so the model survives undo and
+file loads; ``matches`` says when it must be rebuilt.
 """
 
 from __future__ import annotations
@@ -303,6 +303,7 @@ class LiveModel:
                 raise Unchanged
             self.start_pose(data.pose, first)
 
+        self._refresh(ob)
         reader = poles.PoleReader(ob, self.poles)  # its reads are this update's
         hooks = LiveHooks(self.solver, begin, depsgraph)
         try:
@@ -336,6 +337,16 @@ class LiveModel:
             data.pose,
             frame,
         )
+
+    def _refresh(self, ob: Any) -> None:
+        """Point the model's goals and poles at ``ob``'s goal items and pole objects of now
+        (an undo or a file load since the last update replaced the old ones)."""
+        goals = [g for _, g in rig.enabled_goals(ob)]
+        if len(goals) != self.n_goals:
+            raise RigError("the goals changed while solving")
+        self.model.goals = goals
+        for p in self.poles:
+            p.goal, p.target = goals[p.goal_index], goals[p.goal_index].pole_target
 
     def _neighbour(self, frame: int | None) -> Array | None:
         """The last solution when it was solved at a frame next to ``frame``."""
