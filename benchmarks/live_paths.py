@@ -17,7 +17,7 @@ it reports
 - ``solves``: solves per frame change (a second one: the neighbour's solution tried).
 
     .venv/bin/python benchmarks/live_paths.py [--seeds 1,2,3] [--count 4] [--frames 60]
-        [--starts hybrid,animated,previous] [--json out.json]
+        [--starts previous,animated,hybrid] [--json out.json]
 """
 
 from __future__ import annotations
@@ -93,10 +93,11 @@ def angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.arccos(np.clip(cos, -1.0, 1.0))
 
 
-def measure(rig: Any, frames: int, start: str) -> dict[str, Any]:
+def measure(rig: Any, frames: int, start: str = "previous") -> dict[str, Any]:
     """The three ways into every frame with frame changes started as ``start``."""
     ob, empties, bones, reachable = build(rig, frames)
     addon = sys.modules["jacobian_ik"]
+    default = addon.bridge.live_model.FRAME_START
     addon.bridge.live_model.FRAME_START = start
     scene = bpy.context.scene
     scene.frame_set(1)
@@ -126,7 +127,7 @@ def measure(rig: Any, frames: int, start: str) -> dict[str, Any]:
             ways["jump"][f] = snapshot(ob, bones, chain)
     finally:
         addon.live.update_armature = original
-        addon.bridge.live_model.FRAME_START = "hybrid"
+        addon.bridge.live_model.FRAME_START = default
     ob.jacobian_ik.use_live = False
     tip_diff, pose_diff, unmet = 0.0, [], 0
     for f in range(1, frames + 1):
@@ -171,7 +172,7 @@ def main() -> int:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--count", type=int, default=4, help="rigs per seed (kinds cycled)")
     parser.add_argument("--frames", type=int, default=60)
-    parser.add_argument("--starts", default="hybrid,animated,previous")
+    parser.add_argument("--starts", default="previous,animated,hybrid")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []

@@ -93,12 +93,14 @@ def ik_key(ob: Any, names: list[str]) -> tuple[Any, ...]:
     return settings, hierarchy
 
 
-# How a frame change starts its solve (``LiveModel.update(start="frame")``, docs/live.md):
-# "hybrid" solves from the animated pose, and when the result turns a joint more than FLIP_ANGLE
-# away from the neighbouring frame's solution (the frame just solved, one frame away) solves
-# again from that solution and keeps it when it meets every goal the first met; "animated" only
-# the first solve; "previous" starts from the neighbour's solution whenever there is one.
-FRAME_START = "hybrid"
+# How a frame change starts its solve (``LiveModel.solve(start="frame")``, docs/live.md):
+# "previous" from the neighbouring frame's solution (the frame solved last, one frame away;
+# playing forward or backward), else (a jump) from the animated pose; when the neighbour's start
+# leaves a goal within reach unmet, the animated start is tried too and kept if it meets more.
+# "animated": always from the animated pose. "hybrid": from the animated pose, and when that
+# turns a joint more than FLIP_ANGLE from the neighbour's solution, from the neighbour's solution
+# too, kept when it meets every goal the first met.
+FRAME_START = "previous"
 FLIP_ANGLE = np.radians(10.0)
 
 
@@ -317,13 +319,16 @@ class LiveModel:
             )
         except Unchanged:
             return None
-        candidates = 1
+        candidates, met = 1, self._met(result)
+        other = None
         if first == "animated" and neighbour is not None and FRAME_START == "hybrid":
             other = self._from_neighbour(goals, data.pose, result, neighbour)
-            if other is not None:
-                candidates, result = 2, other
+        elif first == "previous" and not met.all():
+            other = self._from_animated(goals, data.pose, result, met)
+        if other is not None:
+            candidates, result, met = 2, other, self._met(other)
         t2 = time.perf_counter()
-        reachable = self.reachable(goals, data.pose, self._met(result))
+        reachable = self.reachable(goals, data.pose, met)
         return LiveResult(
             result,
             self.goal_names,
@@ -359,6 +364,19 @@ class LiveModel:
         met = result.position_error[0, :e] <= st.tolerance
         rot_met = result.rotation_error[0, :e] <= st.rotation_tolerance
         return np.asarray(met & (~self.rotation_goals | rot_met))
+
+    def _from_animated(
+        self, goals: Goals, start: Pose, result: SolveResult, met: NDArray[np.bool_]
+    ) -> SolveResult | None:
+        """A frame change solved from the neighbouring frame's solution left a goal within
+        reach unmet: solve from the animated pose too and return that when it meets more goals
+        (else None), so a reachable goal is met as a jump to the frame meets it."""
+        if not (self.reachable(goals, start, met) & ~met).any() or self.held is None:
+            return None
+        pose = start.copy()
+        pose.rotations[0, self.free[self.unpoled]] = self.held[self.unpoled]
+        other = self.solver.solve(goals, pose=pose)
+        return other if self._met(other).sum() > met.sum() else None
 
     def _from_neighbour(
         self, goals: Goals, start: Pose, result: SolveResult, neighbour: Array
