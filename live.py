@@ -8,11 +8,13 @@ property's update callback and after a file is loaded) and removed otherwise and
   pose, and write the chain bones' rotation channels. With auto-keying on, the drag's keys are
   written once when it ends (``_key_timer``), not on every update.
 - ``frame_change_post`` (scrubbing, playback, ``frame_set``, rendering): solve the new frame
-  before it is drawn or rendered, as a Converge bake does: every frame starts from its
-  animated pose, so a frame's pose does not depend on how it was reached (forward, backward or
-  by a jump give the same pose bit for bit; starting from the previous frame's solution instead
-  gave poses 2.3 rad apart on a 3-bone chain, the goal met either way). The targets and the
-  pose are read as the handler's depsgraph evaluated them (a render's own depsgraph included);
+  before it is drawn or rendered, read and solved as a Converge bake reads and solves it. Playing
+  (the frame next to the one solved last) starts from that frame's solution, so the pose stays
+  coherent; a jump starts from the animated pose. Either way every goal within reach is met (a
+  neighbour's start that misses one is retried from the animated pose), so a frame's goals do
+  not depend on how it was reached; on redundant chains the pose may (``FRAME_START`` in
+  bridge/live_model.py; docs/live.md has the measurements). The targets and the pose are read as
+  the handler's depsgraph evaluated them (a render's own depsgraph included, poles too);
   Blender evaluates the scene once more after the handler when it wrote something, so what is
   drawn or rendered is the solved pose. Nothing is keyed.
 - ``frame_change_pre``: keys still pending from a drag are written before the frame changes.
@@ -23,8 +25,8 @@ be solved (deleted target, NaN, a missing bone) switches Live off for that armat
 message in ``last_error`` (shown in the panel), so it does not fail on every frame; armatures
 without enabled goals are not solved at all. The rig model is cached per armature (by name)
 and rebuilt when the goals, the solver settings, the rest pose or (when the armature itself
-was updated) the chains' IK settings change. The cache holds no Blender data, so undo and file
-loads cannot leave it dangling.
+was updated) the chains' IK settings change. Every update points it at the current goal items
+and pole objects first, so undo and file loads cannot leave it dangling.
 """
 
 from __future__ import annotations

@@ -115,3 +115,17 @@ def test_render_solves_rigs_with_poles_stretch_and_a_free_root(
             assert np.arccos(np.clip(cos, -1.0, 1.0)) < 0.02, (frame, kind, name)
         if kind == "move_root":
             assert Vector(ob.pose.bones["b0"].location).length > 0.1  # the root moved
+
+
+def test_affine_inverse_equals_numpy(clean: ModuleType) -> None:
+    """rig.affine_inverse (cofactors, no LAPACK call) against numpy's inv on scaled, sheared and
+    mirrored affine matrices."""
+    rng = np.random.default_rng(3)
+    m = np.zeros((5, 7, 4, 4))
+    m[..., :3, :] = rng.normal(size=(5, 7, 3, 4))
+    m[..., 3, 3] = 1.0
+    m[0, 0, :3, :3] *= 1e-3  # small scale
+    m[0, 1, 0, :3] *= -1.0  # mirrored
+    np.testing.assert_allclose(
+        clean.bridge.rig.affine_inverse(m), np.linalg.inv(m), rtol=1e-9, atol=1e-9
+    )
