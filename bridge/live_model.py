@@ -141,11 +141,6 @@ class LiveResult:
         return self.read_time + self.solve_time + self.write_time
 
 
-def build_model(ob: Any) -> rig.RigModel:
-    """The rig as ``run`` builds it (``run.prepare``): goals, joint limits and IK stretch, poles."""
-    return prepare(ob).model
-
-
 def _no_evaluation(_frame: int) -> None:
     """Live reads the scene as it was evaluated (by the handler's depsgraph)."""
 
@@ -153,7 +148,7 @@ def _no_evaluation(_frame: int) -> None:
 class LiveModel:
     """The solver's view of one armature, built once; ``update`` reads, solves and writes.
 
-    Raises ``RigError`` (from ``rig.build_model``) when the rig or goals cannot be solved.
+    Raises ``RigError`` (from ``run.prepare``) when the rig or goals cannot be solved.
     """
 
     def __init__(self, ob: Any, settings: Settings | None = None) -> None:
@@ -250,8 +245,9 @@ class LiveModel:
         still hold them (a drag: small target moves give small pose changes); "animated" (a frame
         change) the animated pose: a bone whose channels hold our last write (not animated)
         starts from the value it had before live solving wrote it (``held``), any other from its
-        channels; "previous" the last solve's rotations. Chains with a pole then start from
-        rest, as in a bake."""
+        channels; "previous" the last solve's rotations, except for bones whose channels
+        animation (or a hand) set since (keyed chain bones follow their keys). Chains with a pole
+        then start from rest, as in a bake."""
         free_rot = pose.rotations[0, self.free]
         if self.last_rotations is None:
             ours = np.zeros(len(self.free), dtype=bool)
@@ -263,7 +259,12 @@ class LiveModel:
             self.held[~ours] = free_rot[~ours]
         if start == "animated":
             pose.rotations[0, self.free] = self.held
-        elif self.last_rotations is not None and (start == "previous" or ours.all()):
+        elif self.last_rotations is not None and start == "previous":
+            # bones that animation (or a hand) set since our write follow it
+            pose.rotations[0, self.free] = np.where(
+                ours[:, None, None], self.last_rotations, self.held
+            )
+        elif self.last_rotations is not None and ours.all():
             pose.rotations[0, self.free] = self.last_rotations
 
     def reachable(self, goals: Goals, pose: Pose, met: NDArray[np.bool_]) -> NDArray[np.bool_]:

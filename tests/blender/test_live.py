@@ -508,3 +508,41 @@ def test_pole_and_stretch_rigs_follow(arm_chain: Any, addon: ModuleType) -> None
     empty.location = (0.3, 3.4, 0.0)  # beyond the chain's length: stretch
     bpy.context.view_layer.update()
     assert distance(ob, empty) < 1e-3
+
+
+def test_playing_keyed_chain_bones_start_from_their_keys(
+    arm_chain: Any, addon: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain bone with keys of its own starts each played frame from its key (animation set
+    its channels since the last write), the others from the neighbouring frame's solution."""
+    ob, _ = animated_chain(arm_chain)
+    ob.jacobian_ik.use_live = False
+    pb = ob.pose.bones["b0"]
+    for frame, angle in ((1, 0.0), (121, 1.0)):
+        pb.rotation_quaternion = (np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2))
+        pb.keyframe_insert("rotation_quaternion", frame=frame)
+    scene = bpy.context.scene
+    scene.frame_set(30)
+    ob.jacobian_ik.use_live = True
+    model = addon.bridge.live_model
+    seen: list[Any] = []
+    original = model.LiveModel.start_pose
+
+    def spy(self: Any, pose: Any, start: str = "current") -> None:
+        original(self, pose, start)
+        seen.append((start, pose.rotations[0, self.free].copy()))
+
+    monkeypatch.setattr(model.LiveModel, "start_pose", spy)
+    scene.frame_set(30)
+    solved_30 = [p.rotation_quaternion.copy() for p in ob.pose.bones]
+    seen.clear()
+    scene.frame_set(31)  # playing: b0 from its key at 31, b1 and b2 from frame 30's solution
+    start, rotations = seen[0]
+    assert start == "previous"
+    with addon.bridge.suspend.suspended():
+        ob.jacobian_ik.use_live = False
+        scene.frame_set(31)
+        key_31 = pb.rotation_quaternion.normalized().to_matrix()  # keys: not unit
+    np.testing.assert_allclose(rotations[0], np.array(key_31), atol=1e-6)
+    for k in (1, 2):
+        np.testing.assert_allclose(rotations[k], np.array(solved_30[k].to_matrix()), atol=1e-5)
