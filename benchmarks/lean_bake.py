@@ -7,7 +7,7 @@ IK): the distance of each goal's effector from where the full bake puts it.
 
     .venv/bin/python benchmarks/lean_bake.py [--frames 250] [--zoo N [--seeds 1 2 ...]] [--out F]
 
-With ``--zoo N`` also N rigs of the zoo (benchmarks/zoo_rigs.py) per seed (default seed 1), each
+With ``--zoo N`` also N rigs of the zoo (tests/rigs/zoo_rigs.py) per seed (default seed 1), each
 baked in full and lean (the operator's default tolerances) on fresh scenes: keys, the goal
 tails' playback distance and the largest bone rotation difference from the full bake (both by
 Blender's playback, no IK). ``--out F`` also writes the tables as markdown to F. The exit
@@ -27,7 +27,7 @@ import numpy as np
 
 bpy: Any = _bpy
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # benchmarks.zoo_rigs, also when run as a file
+sys.path.insert(0, str(ROOT))  # tests.rigs.zoo_rigs, also when run as a file
 sys.path.insert(0, str(ROOT / "scripts"))  # demo.py: the character and the add-on loader
 TOLERANCES = [(0.1, 1e-3), (0.25, 2e-3), (0.5, 5e-3), (1.0, 1e-2)]  # (degrees, world units)
 
@@ -135,7 +135,7 @@ def zoo_rows(
     seed: int = 1, count: int = 5, frames: int = 250, tolerances: tuple[float, float] | None = None
 ) -> list[dict[str, Any]]:
     """Full against lean bakes (the operator's default tolerances unless given) on zoo rigs
-    (benchmarks/zoo_rigs.py): keys, the goal tails' playback distance from the full bake's and
+    (tests/rigs/zoo_rigs.py): keys, the goal tails' playback distance from the full bake's and
     the largest bone rotation difference (degrees)."""
     from checkout import load_checkout
 

@@ -1,6 +1,6 @@
 """Does a frame solved live depend on how it was reached? Seeded zoo rigs, three ways in.
 
-Each rig (``benchmarks/zoo_rigs.py``: humanoids, spiders, tentacles, trees from a seed; position
+Each rig (``tests/rigs/zoo_rigs.py``: humanoids, spiders, tentacles, trees from a seed; position
 goals, chain bones at rest, no keys on them) gets Empties keyed on every frame along the zoo's
 paths (some frames out of reach), Live on, and every frame is reached three ways: playing
 forward (frame_set 1, 2, ..., F), playing backward (F, ..., 1), and by a jump (from the frame
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bpy  # noqa: E402
 
-from benchmarks.zoo_rigs import geometry, targets, zoo  # noqa: E402
+from tests.rigs.zoo_rigs import geometry, targets, zoo  # noqa: E402
 
 KINDS = ("humanoid", "spider", "tentacle", "tree")
 FLIP = np.radians(10.0)

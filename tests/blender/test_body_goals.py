@@ -240,7 +240,7 @@ def test_poles_and_balance_never_cost_a_goal(clean: Any) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_zoo_humanoids_reach_balance_and_look(clean: Any, seed: int) -> None:
-    """Seeded zoo humanoids (benchmarks/zoo_rigs.py: random proportions, no control bone above
+    """Seeded zoo humanoids (tests/rigs/zoo_rigs.py: random proportions, no control bone above
     the hips): hands beyond the arms' reach in front, feet pinned; with move_root every goal is
     met, balance brings the centre of mass at least 5x closer, and the head looks at a point."""
     from tests.rigs.zoo_rigs import humanoid as zoo_humanoid

@@ -1,6 +1,6 @@
 """A frame solved live is the same however it was reached, on rigs nobody tuned to.
 
-Seeded zoo rigs (benchmarks/zoo_rigs.py: humanoids, spiders, tentacles of random proportions;
+Seeded zoo rigs (tests/rigs/zoo_rigs.py: humanoids, spiders, tentacles of random proportions;
 position goals, targets keyed along smooth paths that leave the reach on some frames) are played
 forward, backward and entered by jumps (benchmarks/live_paths.py). Playing starts each frame from
 the neighbouring frame's solution, a jump from the animated pose: every reachable goal (its IK
@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from benchmarks import live_paths
-from benchmarks.zoo_rigs import zoo
+from tests.rigs.zoo_rigs import zoo
 
 
 @pytest.mark.parametrize("seed", [11, 12])
