@@ -82,6 +82,11 @@ SMOKE: dict[str, Smoke] = {
         shared=True,  # the papers' shapes (../shared/reference)
         env=(("PIP_NO_INDEX", "1"),),  # the optional peers: no download in a test
     ),
+    # the race needs the optional peers (benchmarks/requirements.txt): without them it skips
+    # them and races ours alone
+    f"{PY} -m benchmarks.run --only race": Smoke(
+        f"{PY} -m benchmarks.run --quick --only race --out out", shared=True
+    ),
     f"{PY} -m benchmarks.vs_blender": Smoke(
         f"{PY} -m benchmarks.vs_blender --quick --frames 4 --rigs C --out out"
     ),
