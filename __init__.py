@@ -16,22 +16,22 @@ def register() -> None:
     panels.register()
     live.register()
     draw.register()
-    _warm_up_kernel()
+    _kernel_cache()
 
 
-def _warm_up_kernel() -> None:
-    """Compile (or load from the user folder's cache) the solver's compiled loop in a background
-    thread, so that the first solve does not wait for it (solvers/kernel.py)."""
+def _kernel_cache() -> None:
+    """The solver's compiled loop (solvers/kernel.py) keeps its numba cache in the extension's
+    own user folder (never the add-on folder). It compiles on the first solve that uses it, in
+    the calling thread (a background compile beside Blender's own work crashed a test process
+    once), 20-35 s once per install, then loads from this cache in about 0.6 s."""
     import bpy
 
     from .solvers import kernel
-    from .solvers.solver import warm_up_kernel
 
-    try:  # the extension's own user folder (never the add-on folder)
+    try:
         kernel.CACHE_DIR = bpy.utils.extension_path_user(__package__, path="numba", create=True)
     except (ValueError, OSError):  # not installed as an extension (a checkout in tests)
         kernel.CACHE_DIR = None
-    warm_up_kernel()
 
 
 def unregister() -> None:

@@ -19,8 +19,9 @@ too.
 
 numba is optional: the extension zip carries its wheels where they exist (README), and without
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
-first call compiles the kernel (a few seconds); ``cache=True`` keeps it on disk, and the add-on
-compiles it in a background thread when it is enabled (``solver.warm_up_kernel``).
+first call compiles the kernel (20-35 s, once per install: ``cache=True`` keeps it on disk in
+``CACHE_DIR``, from where later sessions load it in about 0.6 s). It compiles in the calling
+thread: a compile in a background thread beside Blender's own work crashed a test process once.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ solvers/solve.py; the one-frame path in solvers/frame.py.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -17,7 +16,7 @@ from . import kernel
 from .errors import SettingsError
 from .frame import FrameSolver, unsupported
 from .goals import Goals, check_weights, prepare_goals
-from .skeleton import Effector, Joint, Pose, Skeleton
+from .skeleton import Pose, Skeleton
 from .solve import Settings, SolveResult, combine_trees, goal_status, ik_trees
 from .solve import solve as solve_batched  # the batched loop (many frames, every option)
 
@@ -168,22 +167,3 @@ def _one_frame_merge(
         pose.rotations[:, bones] = part.pose.rotations[:, bones]
         pos[:, tree], rot[:, tree] = part.position_error[:, tree], part.rotation_error[:, tree]
     return combine_trees(trees, parts, pose, pos, rot)
-
-
-def warm_up_kernel() -> threading.Thread | None:
-    """Compile (or load from its cache) the compiled loop (solvers/kernel.py) in a background
-    thread, so that the first solve does not wait for it; None when the kernel is off. The
-    thread is not a daemon: the interpreter waits for it at exit rather than tearing numba down
-    in the middle of a compile."""
-    if not kernel.enabled():
-        return None
-
-    def run() -> None:
-        rest = np.stack([np.eye(4), np.eye(4)])
-        rest[1, 1, 3] = 1.0
-        skel = Skeleton([-1, 0], rest, [Joint.ball()] * 2, [Effector(1, (0.0, 1.0, 0.0))])
-        solve_batched(skel, Goals(np.array([[0.5, 1.2, 0.3]])), Settings())
-
-    thread = threading.Thread(target=run, name="jacobian_ik kernel warm-up")
-    thread.start()
-    return thread
