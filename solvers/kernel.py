@@ -258,9 +258,17 @@ def _call(*args: Any) -> None:
 # Plain Python on numpy arrays, compiled by numba.njit in ``_kernel`` (and runnable as Python,
 # very slowly, which the tests do not rely on). One frame at a time; every helper is inlined.
 
-KICK = 0.05  # solve.KICK
-MIN_STEP_SCALE = 1.0 / 1024  # solve.MIN_STEP_SCALE
-BOUND_SLACK = 0.1  # solve.BOUND_SLACK
+# The loop's constants, defined here once for all three loops (solve.py's ``_iterate`` and
+# frame.py import them; this module cannot import solve.py, which imports it).
+KICK = 0.05
+"""Radians: how far each free DOF turns to leave a saddle point (a straight chain)."""
+MIN_STEP_SCALE = 1.0 / 1024
+"""A frame whose step, halved after each rise of the error, gets shorter than this is at a
+stationary point for its method."""
+BOUND_SLACK = 0.1
+"""A goal out of reach is done when its error is within this fraction of the tolerance of its
+lower bound (``solve._Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
+default tolerance."""
 
 
 def _loop(

@@ -21,6 +21,7 @@ from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
+from .kernel import BOUND_SLACK, KICK, MIN_STEP_SCALE  # the stop constants of all three loops
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
 from .skeleton import Kinematics, Pose, Skeleton
 from .so3 import Array, angle_axis, mul, rotate
@@ -629,20 +630,11 @@ REASONS = np.array(
     ["", "converged", "stagnated", "diverged", "max_iterations", "failed", "stationary"]
 )
 _RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED, _STATIONARY = range(7)
-KICK = 0.05
-"""Radians: how far each free DOF turns to leave a saddle point (a straight chain)."""
 STACK_LIMIT = 64
 """In converge mode, up to this many (frame, tree) pairs the trees are batch elements of one
 call on the whole skeleton (live posing: the fewest numpy calls); above it, and in track mode,
 each tree is solved on its own skeleton (bakes: the least arithmetic). Both solve the same
 problems (tested)."""
-BOUND_SLACK = 0.1
-"""A goal out of reach is done when its error is within this fraction of the tolerance of its
-lower bound (``_Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
-default tolerance."""
-MIN_STEP_SCALE = 1.0 / 1024
-"""A frame whose step, halved after each rise of the error, gets shorter than this is at a
-stationary point for its method."""
 
 
 @dataclass
