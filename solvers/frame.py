@@ -492,11 +492,13 @@ class FrameSolver:
             energy2 = float(ew @ ew)
             r = energy2**0.5
             met = bool((norms <= self.tol).all())
+            undone = False  # the step was undone (it rose): the pose is the last one again
             if reject and k > 0:
                 # a step that raised the error is undone and retried at half the length
                 rose = r > prev_r and not met
                 scale = 0.5 * scale if rose else min(2.0 * scale, 1.0)
                 if rose:
+                    undone = True
                     restore(snap)
                     e6, pts, norms = errors()
                     ew = e6.reshape(-1)[rows] * sqrt_w
@@ -529,7 +531,8 @@ class FrameSolver:
                 rises = rises + 1 if r > prev_r else 0
                 # no progress over one step or over two (a 2-cycle), when stagnation > 0
                 floor = st.stagnation * max(r, 1e-300)
-                if st.stagnation > 0 and (abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor):
+                stuck = abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor
+                if st.stagnation > 0 and stuck and not undone:
                     why = _STAGNATED
                     break
                 if rises >= st.divergence_count:

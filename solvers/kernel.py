@@ -360,6 +360,7 @@ def _loop(
         for k in range(max_iter + 1):
             r = 0.0
             met = True
+            undone = False  # this iteration's step was undone (rose): no stagnation test
             for attempt in range(2):
                 # forward kinematics: parents first
                 for oi in range(n_bones):
@@ -476,6 +477,7 @@ def _loop(
                 scale = 0.5 * scale if rose else min(2.0 * scale, 1.0)
                 if not rose:
                     break
+                undone = True
                 rot[:] = prev_rot
             hist[k, f] = r
             last[f] = k
@@ -511,8 +513,10 @@ def _loop(
             if k > 0:
                 rises = rises + 1 if r > prev_r else 0
                 floor = stagnation * max(r, 1e-300)
-                stagnant = stagnation > 0 and (
-                    abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor
+                stagnant = (
+                    stagnation > 0
+                    and not undone
+                    and (abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor)
                 )
                 if why == RUNNING:
                     if stagnant:

@@ -771,6 +771,7 @@ def _iterate(
         err = problem.errors(kin, a.goals)
         r = err.residual
         tol_pos, tol_rot = problem.tolerances(a.goals)
+        undone = np.zeros(len(r), dtype=bool)  # the step was undone: the last pose again
         if reject and k > 0:
             # a step that raised the error (and lost the goals) is undone and retried at half
             # the length; within tolerance, null-space tasks (poles, balance) may trade a little
@@ -779,6 +780,7 @@ def _iterate(
             # anyway, and balance steps may lose the goals for a step: no rejection there)
             rose = (r > a.prev_r) & ~met & ~a.best_met
             a.scale = np.where(rose, 0.5 * a.scale, np.minimum(2.0 * a.scale, 1.0))
+            undone = rose
             if np.any(rose):
                 idx = np.flatnonzero(rose)
                 a.pose.put(idx, a.prev_pose.take(idx))
@@ -836,8 +838,10 @@ def _iterate(
             # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
             # LM can be around an unreachable target)
             floor = st.stagnation * np.maximum(r, 1e-300)
-            stagnant = (st.stagnation > 0) & (
-                (np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor)
+            stagnant = (
+                (st.stagnation > 0)
+                & ~undone
+                & ((np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor))
             )
             why = np.where(
                 (why != _RUNNING) | settling,
