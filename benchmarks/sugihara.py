@@ -83,6 +83,7 @@ def paper_settings(method: str, params: dict[str, Any], max_iterations: int = 10
         gradient_tolerance=0.0,
         divergence_count=max_iterations + 1,
         max_iterations=max_iterations,
+        second_order=False,  # the paper's LM: no Newton step (solvers/curvature.py)
     )
 
 

@@ -32,7 +32,11 @@ METHODS = {
     ),
     "transpose": Settings(method="transpose", max_step=MAX_STEP),
     "DLS": Settings(
-        method="dls", params={"damping": math.sqrt(1.1)}, clamp_distance=0.7, max_step=MAX_STEP
+        method="dls",
+        params={"damping": math.sqrt(1.1)},
+        clamp_distance=0.7,
+        max_step=MAX_STEP,
+        second_order=False,  # the paper's DLS
     ),
 }
 PAPER = {

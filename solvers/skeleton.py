@@ -642,3 +642,35 @@ def swing_twist(rot: Array) -> Array:
     out = swing.copy()
     out[..., 1] = hinge_angle(twist, 1)
     return out
+
+
+NONE, UPSTREAM, DOWNSTREAM, SAME = 0, 1, 2, 3
+"""``dof_order(skel)[a, b]``: unrelated, a acts upstream of b, b upstream of a, one rotation."""
+
+
+def dof_order(skel: Skeleton) -> NDArray[np.int8]:
+    """(n, n) how two rotational DOFs act on each other's effectors (see the module doc),
+    kept on the skeleton."""
+    cached = skel.__dict__.get("_dof_order")
+    if cached is not None:
+        return np.asarray(cached)
+    nb = skel.n_bones
+    ancestor = np.zeros((nb, nb), dtype=bool)  # ancestor[p, b]: p is a proper ancestor of b
+    for b in range(nb):
+        p = skel.parents[b]
+        while p >= 0:
+            ancestor[p, b] = True
+            p = skel.parents[p]
+    bone, kind = skel.dof_bone, skel.dof_kind
+    rotational = (kind == ROT_PRE) | (kind == ROT_POST)
+    same_bone = bone[:, None] == bone[None, :]
+    up = ancestor[bone][:, bone] | (
+        same_bone & (kind[:, None] == ROT_PRE) & (kind[None, :] == ROT_POST)
+    )
+    out = np.where(up, UPSTREAM, np.where(up.T, DOWNSTREAM, NONE))
+    out = np.where(same_bone & (kind[:, None] == kind[None, :]), SAME, out)
+    out[~rotational] = NONE
+    out[:, ~rotational] = NONE
+    result = out.astype(np.int8)
+    skel.__dict__["_dof_order"] = result
+    return result

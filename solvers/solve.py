@@ -19,9 +19,16 @@ from numpy.typing import NDArray
 from . import kernel
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
+from .curvature import second_order_step
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
-from .kernel import BOUND_SLACK, KICK, MIN_STEP_SCALE  # the stop constants of all three loops
+from .kernel import (  # the stop constants of all three loops
+    BOUND_SLACK,
+    DAMPING,
+    KICK,
+    MIN_STEP_SCALE,
+    SLOW,
+)
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
 from .skeleton import Kinematics, Pose, Skeleton
 from .so3 import Array, angle_axis, mul, rotate
@@ -60,6 +67,11 @@ class Settings:
         act in the null space ("exact" when this is "none").
     jacobian_at_targets: form the position rows at the target points (Buss 2009).
     keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve.
+    second_order: the damped least-squares methods (lm, dls, lm_constant, lm_chan_lawrence)
+        take the damped Newton step (J~^T J~ + S~ + b I) dt = J~^T e~ on frames that converge
+        linearly (a goal out of reach, or a step that gained less than a quarter), S~ the
+        residual's curvature and b the method's constant damping, raised tenfold until the
+        matrix is positive definite (solvers/curvature.py).
     """
 
     method: str = "lm"
@@ -84,6 +96,7 @@ class Settings:
     jacobian_at_targets: bool = False
     track_steps: int = 1
     keep_limits: bool = True
+    second_order: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -766,6 +779,9 @@ def _iterate(
         pos_out[out], rot_out[out] = a.best_pos[idx], a.best_rot[idx]
 
     reject = st.reject_rising_steps and not track
+    # the damped Newton step's damping (the method's constant term), None: no such step
+    damping = DAMPING.get(method.name)
+    second = damping(method.params)[1] if st.second_order and damping and not track else None
     for k in range(max_iter + 1):
         kin = skel.forward_kinematics(a.pose)
         err = problem.errors(kin, a.goals)
@@ -874,7 +890,7 @@ def _iterate(
             a.keep(keep)
             kin = _take_kin(kin, keep)
             err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r[keep])
-            met, beyond = met[keep], beyond[keep]
+            met, beyond, undone = met[keep], beyond[keep], undone[keep]
         a.prev2_r, a.prev_r = a.prev_r, err.residual
 
         # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
@@ -916,6 +932,21 @@ def _iterate(
             stats,
         )
         dt = method.step(jw, ew, ctx)
+        if second is not None:
+            # frames that converge linearly (a goal out of reach, or a step that gained
+            # little) take the damped Newton step (solvers/curvature.py); after an undone
+            # step, the method's own
+            slow = ~met & ~undone & (beyond | (err.residual > SLOW * a.prev2_r))
+            if np.any(slow):
+                idx = np.flatnonzero(slow)
+                w_pos = np.zeros((len(idx), n_eff * 6))
+                w_pos[:, problem.rows] = problem.row_weights(a.goals)[idx] ** 2
+                u = w_pos.reshape(-1, n_eff, 6)[..., :3] * e6[idx, :, :3]
+                if not problem.identity_base:
+                    u = np.einsum("fji,fej->fei", a.goals.lin[idx], u)  # to model space
+                kin_s = _take_kin(kin, idx)
+                dt2, ok = second_order_step(skel, kin_s, jw[idx], ew[idx], u, a.colw[idx], second)
+                dt[idx[ok]] = dt2[ok]
         stationary = np.zeros(f_act, dtype=bool)
         kick = saddles = np.zeros(f_act, dtype=bool)
         if not track and st.gradient_tolerance > 0:
