@@ -71,7 +71,8 @@ class Settings:
         take the damped Newton step (J~^T J~ + S~ + b I) dt = J~^T e~ on frames that converge
         linearly (a goal out of reach, or a step that gained less than a quarter), S~ the
         residual's curvature and b the method's constant damping, raised tenfold until the
-        matrix is positive definite (solvers/curvature.py).
+        matrix is positive definite (solvers/curvature.py). Off by default: far fewer steps
+        where goals cannot be met, but more joint jumps between frames (docs/solver-api.md).
     """
 
     method: str = "lm"
@@ -96,7 +97,7 @@ class Settings:
     jacobian_at_targets: bool = False
     track_steps: int = 1
     keep_limits: bool = True
-    second_order: bool = True
+    second_order: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -88,7 +88,7 @@ def test_a_long_chain_reaches_an_unreachable_targets_bound_in_few_steps(bones: i
     creep there (and stopped millimetres short at 500 on zoo tentacles)."""
     rng = np.random.default_rng(bones)
     skel, start, far = _curled_tentacle(rng, bones)
-    st = Settings()
+    st = Settings(second_order=True)
     res = solve(skel, Goals(far[:, None]), st, pose=start.broadcast(len(far)))
     excess = res.position_error[:, 0] - (np.linalg.norm(far, axis=1) - 1.0)
     assert np.all(excess <= 1.1e-6), excess
@@ -114,7 +114,7 @@ def test_the_three_loops_take_the_same_newton_steps(
     rng = np.random.default_rng(11)
     skel = random_humanoid(rng, spine_chains=True)
     pos = targets(skel, rng, 6, far=3)
-    st = Settings()
+    st = Settings(second_order=True)
     if loop == "kernel" and not kernel.enabled():
         pytest.skip("numba is not installed")
     monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if loop == "kernel" else "0")
