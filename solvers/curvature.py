@@ -25,10 +25,18 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .kernel import RAISES
 from .skeleton import DOWNSTREAM, SAME, UPSTREAM, Kinematics, Skeleton, dof_order
 
 Array = NDArray[np.float64]
+
+
+SLOW = 0.75
+"""A frame takes the damped Newton step when a goal is out of reach or its residual stayed above
+this fraction of itself over the last step (linear convergence: the large-residual regime)."""
+
+RAISES = 12
+"""How many times the Newton step's damping may be raised tenfold (1e-3 to 1e9) before the
+frame takes its method's step instead."""
 
 
 def curvature_terms(

@@ -27,12 +27,10 @@ import time
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .curvature import curvature_terms, newton_solve
 from .errors import GoalError, SettingsError
 from .goals import check_weights
-from .kernel import DAMPING, SLOW
 from .methods import StepContext, clamp_max_abs
-from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton, dof_order
+from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
 from .solve import BOUND_SLACK, KICK, MIN_STEP_SCALE, REASONS, Settings, SolveResult
 
@@ -57,6 +55,8 @@ def unsupported(skeleton: Skeleton, settings: Settings) -> str | None:
         return "Jacobians at the targets"
     if settings.clamp_adaptive:
         return "adaptive clamping"
+    if settings.second_order and settings.method in DAMPED_METHODS:
+        return "the damped Newton step"
     return None
 
 
@@ -258,11 +258,6 @@ class FrameSolver:
         )
         self.colw = skeleton.dof_weight[cols].copy()
         self.rotational = skeleton.dof_rotational[cols]
-        # the damped Newton step's damping and the DOFs' order (solvers/curvature.py)
-        damping = DAMPING.get(settings.method) if settings.second_order else None
-        self.newton = None if damping is None else damping(self.method.params)[1]
-        self.rel = dof_order(skeleton)[cols][:, cols]
-        self.moves = skeleton.dof_moves[:, cols]
 
         # bones whose frames change during the solve: the moving ones and everything below
         parents = skeleton.parents
@@ -420,16 +415,14 @@ class FrameSolver:
             norms = np.sqrt(np.einsum("ebi,ebi->eb", err_buf, err_buf))
             return err_buf.reshape(n_eff, 6), pts, norms
 
-        def dof_axes() -> Array:
+        def jacobian(pts: Array) -> Array:
             if self.any_pre:
                 dof_frames = w_rot[self.dof_bone]
                 pre = w_rot[self.parent_ext[self.dof_bone]] @ self.rest_rot[self.dof_bone]
                 dof_frames = np.where(self.is_pre[:, None, None], pre, dof_frames)
-                return np.asarray(dof_frames[dof_index])  # (n, 3) model space: column dof_axis
-            return np.asarray(w_rot[self.dof_bone, :, self.dof_axis])
-
-        def jacobian(pts: Array) -> Array:
-            axes = dof_axes()
+                axes = dof_frames[dof_index]  # (n, 3) model space: column dof_axis
+            else:
+                axes = w_rot[self.dof_bone, :, self.dof_axis]
             jw = np.zeros((len(rows), self.n_dofs))
             if len(pos_dof):
                 ax = axes[pos_dof]
@@ -573,22 +566,6 @@ class FrameSolver:
                 dt = None if lam2 is None else damped_step(jw, ew, float(lam2[0]))
             if dt is None:
                 dt = self.method.step(jw[None], ew[None], ctx)[0]
-            if self.newton is not None and not undone and (beyond or r > SLOW * prev2_r):
-                # a frame that converges linearly takes the damped Newton step (solve.py)
-                u = np.zeros(n_eff * 6)
-                u[rows] = sqrt_w**2 * e6.reshape(-1)[rows]
-                u3 = u.reshape(n_eff, 6)[:, :3]
-                if not identity:
-                    u3 = u3 @ lin  # lin^T u: to model space
-                axes = dof_axes()
-                pivots = w_pos[self.dof_bone]
-                s = curvature_terms(
-                    axes[None], pivots[None], pts[None], u3[None], self.rel, self.moves
-                )[0]
-                h = jw.T @ jw + s * self.colw[:, None] * self.colw[None, :]
-                dt2, ok = newton_solve(h[None], (jw.T @ ew)[None], self.newton)
-                if ok[0]:
-                    dt = dt2[0]
             stationary = saddle = False
             if st.gradient_tolerance > 0:
                 # a stationary point of the weighted error (solve.py): the gradient small

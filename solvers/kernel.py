@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .skeleton import ROT_POST, ROT_PRE, Pose, dof_order
+from .skeleton import ROT_POST, ROT_PRE, Pose
 
 Array = NDArray[np.float64]
 
@@ -86,6 +86,8 @@ def covers(skel: Any, st: Any) -> bool:
         return False
     if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
         return False
+    if st.second_order:  # the damped Newton step runs in numpy only (solvers/curvature.py)
+        return False
     return st.clamp_distance is None and st.max_step is None and not st.jacobian_at_targets
 
 
@@ -121,7 +123,6 @@ def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Pla
             problem.inner.astype(np.float64),
             problem.reach_base.astype(np.intp),
             (problem.base_fixed & (problem.reach > 0)).astype(np.bool_),
-            dof_order(skel),
         )
     return Plan(float(lam_a), float(lam_b), static)
 
@@ -174,7 +175,6 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
         float(st.stagnation),
         float(st.step_tolerance),
         int(st.divergence_count),
-        bool(st.second_order),
         out["rotations"],
         out["pos"],
         out["rot"],
@@ -272,15 +272,6 @@ BOUND_SLACK = 0.1
 lower bound (``solve._Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
 default tolerance."""
 
-SLOW = 0.75
-"""A frame takes the damped Newton step (solvers/curvature.py) when a goal is out of reach or
-its residual stayed above this fraction of itself over the last step (linear convergence: the
-large-residual regime)."""
-
-RAISES = 12
-"""How many times the Newton step's damping may be raised tenfold (1e-3 to 1e9) before the
-frame takes its method's step instead."""
-
 
 def _loop(
     parents,
@@ -301,7 +292,6 @@ def _loop(
     inner,
     reach_base,
     fixed,
-    dof_rel,
     local_pos,
     eff_shift,
     target,
@@ -324,7 +314,6 @@ def _loop(
     stagnation,
     step_tol,
     div_count,
-    second,
     rot_start,
     out_pos,
     out_roterr,
@@ -340,14 +329,6 @@ def _loop(
     m = rows.shape[0]
     small = m <= n
     k_dim = m if small else n
-    # the damped Newton step's arrays (solvers/curvature.py)
-    h2 = np.zeros((n, n))
-    low2 = np.zeros((n, n))
-    g2v = np.zeros(n)
-    axes = np.zeros((n, 3))
-    lever = np.zeros((n, 3))
-    turn = np.zeros((n, 3))
-    uw = np.zeros((n_eff, 3))
     for f in range(n_frames):
         rot = rot_start[f].copy()
         prev_rot = rot.copy()
@@ -571,7 +552,6 @@ def _loop(
                     x0, x1, x2 = tmp[0, 0], tmp[1, 0], tmp[2, 0]
                 else:
                     x0, x1, x2 = mrot[b, 0, a], mrot[b, 1, a], mrot[b, 2, a]
-                axes[j, 0], axes[j, 1], axes[j, 2] = x0, x1, x2
                 for e in range(n_eff):
                     if not dof_moves[e, j]:
                         continue
@@ -598,154 +578,64 @@ def _loop(
                     jw[i, j] = jac[rows[i], j] * sqrt_w[i] * dof_w[j]
             energy = 0.5 * r2
             lam2 = lam_a * energy + lam_b
-            newton = second and not met and not undone and (beyond or r > SLOW * prev2_r)
-            if newton:
-                # frames that converge linearly take the damped Newton step
-                # (J~^T J~ + S~ + mu I) dt = J~^T e~ (solvers/curvature.py, same order of terms)
-                uw[:] = 0.0
-                for i in range(m):
-                    if rows[i] % 6 < 3:
-                        uw[rows[i] // 6, rows[i] % 6] = (
-                            sqrt_w[i] ** 2 * err[rows[i] // 6, rows[i] % 6]
-                        )
-                if not identity:
-                    for e in range(n_eff):
-                        u0, u1, u2 = uw[e, 0], uw[e, 1], uw[e, 2]
-                        for i in range(3):
-                            uw[e, i] = lin[f, 0, i] * u0 + lin[f, 1, i] * u1 + lin[f, 2, i] * u2
-                for a in range(n):
-                    for b in range(a + 1):
-                        s = 0.0
-                        for i in range(m):
-                            s += jw[i, a] * jw[i, b]
-                        h2[a, b] = s
-                for e in range(n_eff):
-                    if uw[e, 0] == 0.0 and uw[e, 1] == 0.0 and uw[e, 2] == 0.0:
-                        continue
-                    for j in range(n):
-                        b = dof_bone[j]
-                        v0 = pts[e, 0] - mpos[b, 0]
-                        v1 = pts[e, 1] - mpos[b, 1]
-                        v2 = pts[e, 2] - mpos[b, 2]
-                        lever[j, 0] = axes[j, 1] * v2 - axes[j, 2] * v1
-                        lever[j, 1] = axes[j, 2] * v0 - axes[j, 0] * v2
-                        lever[j, 2] = axes[j, 0] * v1 - axes[j, 1] * v0
-                        turn[j, 0] = uw[e, 1] * axes[j, 2] - uw[e, 2] * axes[j, 1]
-                        turn[j, 1] = uw[e, 2] * axes[j, 0] - uw[e, 0] * axes[j, 2]
-                        turn[j, 2] = uw[e, 0] * axes[j, 1] - uw[e, 1] * axes[j, 0]
-                    for a in range(n):
-                        if not dof_moves[e, a]:
-                            continue
-                        for b in range(a + 1):
-                            if not dof_moves[e, b] or dof_rel[a, b] == 0:
-                                continue
-                            tab = turn[a, 0] * lever[b, 0] + turn[a, 1] * lever[b, 1]
-                            tab += turn[a, 2] * lever[b, 2]
-                            tba = turn[b, 0] * lever[a, 0] + turn[b, 1] * lever[a, 1]
-                            tba += turn[b, 2] * lever[a, 2]
-                            if dof_rel[a, b] == 1:
-                                t = tab
-                            elif dof_rel[a, b] == 2:
-                                t = tba
-                            else:
-                                t = 0.5 * (tab + tba)
-                            h2[a, b] -= t * dof_w[a] * dof_w[b]
-                mu = lam_b
-                newton = False
-                for _ in range(RAISES + 1):
-                    newton = True
-                    for i in range(n):
-                        for j in range(i + 1):
-                            s = h2[i, j] + (mu if i == j else 0.0)
-                            for c in range(j):
-                                s -= low2[i, c] * low2[j, c]
-                            if i == j:
-                                if not s > 0.0:
-                                    newton = False
-                                    break
-                                low2[i, i] = math.sqrt(s)
-                            else:
-                                low2[i, j] = s / low2[j, j]
-                        if not newton:
-                            break
-                    if newton:
-                        break
-                    mu *= 10.0
-                if newton:
-                    for j in range(n):
-                        s = 0.0
-                        for i in range(m):
-                            s += jw[i, j] * ew[i]
-                        g2v[j] = s
-                    for i in range(n):  # L y = g
-                        s = g2v[i]
-                        for c in range(i):
-                            s -= low2[i, c] * dt[c]
-                        dt[i] = s / low2[i, i]
-                    for i in range(n - 1, -1, -1):  # L^T x = y
-                        s = dt[i]
-                        for c in range(i + 1, n):
-                            s -= low2[c, i] * dt[c]
-                        dt[i] = s / low2[i, i]
-            if not newton:
-                # dt = J^T (J J^T + lam2 I)^-1 e by Cholesky on the smaller normal matrix
-                for i in range(k_dim):
-                    for j in range(i + 1):
-                        s = 0.0
-                        if small:
-                            for c in range(n):
-                                s += jw[i, c] * jw[j, c]
-                        else:
-                            for c in range(m):
-                                s += jw[c, i] * jw[c, j]
-                        normal[i, j] = s
-                    normal[i, i] += lam2
-                ok = True
-                for i in range(k_dim):
-                    for j in range(i + 1):
-                        s = normal[i, j]
-                        for c in range(j):
-                            s -= low[i, c] * low[j, c]
-                        if i == j:
-                            if not s > 0.0:
-                                ok = False
-                                break
-                            low[i, i] = math.sqrt(s)
-                        else:
-                            low[i, j] = s / low[j, j]
-                    if not ok:
-                        break
-                if not ok:
-                    why = FALLBACK
-                    it = k
-                    break
-                for i in range(k_dim):
+            # dt = J^T (J J^T + lam2 I)^-1 e by Cholesky on the smaller normal matrix
+            for i in range(k_dim):
+                for j in range(i + 1):
+                    s = 0.0
                     if small:
-                        rhs[i] = ew[i]
+                        for c in range(n):
+                            s += jw[i, c] * jw[j, c]
                     else:
-                        s = 0.0
                         for c in range(m):
-                            s += jw[c, i] * ew[c]
-                        rhs[i] = s
-                for i in range(k_dim):  # L y = rhs
-                    s = rhs[i]
-                    for c in range(i):
-                        s -= low[i, c] * z[c]
-                    z[i] = s / low[i, i]
-                for i in range(k_dim - 1, -1, -1):  # L^T x = y
-                    s = z[i]
-                    for c in range(i + 1, k_dim):
-                        s -= low[c, i] * z[c]
-                    z[i] = s / low[i, i]
+                            s += jw[c, i] * jw[c, j]
+                    normal[i, j] = s
+                normal[i, i] += lam2
+            ok = True
+            for i in range(k_dim):
+                for j in range(i + 1):
+                    s = normal[i, j]
+                    for c in range(j):
+                        s -= low[i, c] * low[j, c]
+                    if i == j:
+                        if not s > 0.0:
+                            ok = False
+                            break
+                        low[i, i] = math.sqrt(s)
+                    else:
+                        low[i, j] = s / low[j, j]
+                if not ok:
+                    break
+            if not ok:
+                why = FALLBACK
+                it = k
+                break
+            for i in range(k_dim):
                 if small:
-                    for j in range(n):
-                        s = 0.0
-                        for i in range(m):
-                            s += jw[i, j] * z[i]
-                        dt[j] = s
+                    rhs[i] = ew[i]
                 else:
-                    for j in range(n):
-                        dt[j] = z[j]
+                    s = 0.0
+                    for c in range(m):
+                        s += jw[c, i] * ew[c]
+                    rhs[i] = s
+            for i in range(k_dim):  # L y = rhs
+                s = rhs[i]
+                for c in range(i):
+                    s -= low[i, c] * z[c]
+                z[i] = s / low[i, i]
+            for i in range(k_dim - 1, -1, -1):  # L^T x = y
+                s = z[i]
+                for c in range(i + 1, k_dim):
+                    s -= low[c, i] * z[c]
+                z[i] = s / low[i, i]
+            if small:
+                for j in range(n):
+                    s = 0.0
+                    for i in range(m):
+                        s += jw[i, j] * z[i]
+                    dt[j] = s
+            else:
+                for j in range(n):
+                    dt[j] = z[j]
             # a stationary point: the gradient J~^T e~ small against |J~| |e~|
             stationary = False
             saddle = False

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from . import kernel
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
-from .curvature import second_order_step
+from .curvature import SLOW, second_order_step
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .kernel import (  # the stop constants of all three loops
@@ -27,7 +27,6 @@ from .kernel import (  # the stop constants of all three loops
     DAMPING,
     KICK,
     MIN_STEP_SCALE,
-    SLOW,
 )
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
 from .skeleton import Kinematics, Pose, Skeleton
