@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, solve
+from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, flips, solve
 from . import actions, full_body, limits, poles, reduce, rig, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
@@ -382,6 +382,7 @@ def _solve_chunks(
     stretched = limits.stretch_bones(model)
     extra: list[tuple[Array, Pose | None, Array | None]] = []
     read_time += time.perf_counter() - t0
+    chunks: list[tuple[rig.FrameData, Goals, SolveResult]] = []
     for first in range(0, len(frame_list), CHUNK_FRAMES):
         t0 = time.perf_counter()
         chunk = frame_list[first : first + CHUNK_FRAMES]
@@ -392,6 +393,17 @@ def _solve_chunks(
         except IKError as exc:
             raise RigError(f"solver: {exc}") from exc
         last_pose, resume = result.pose, result.resume
+        chunks.append((data, goals, result))
+        read_time += t1 - t0
+        solve_time += time.perf_counter() - t1
+        yield 0.9 * (first + len(chunk)) / len(frame_list)
+    t1 = time.perf_counter()
+    try:
+        results = _repair_flips(model, prepared, settings, chunks)
+    except IKError as exc:
+        raise RigError(f"solver: {exc}") from exc
+    solve_time += time.perf_counter() - t1
+    for (data, goals, _), result in zip(chunks, results, strict=True):
         body_parts.append((result.pose.locations[:, max(model.root, 0)], result.balance_distance))
         pieces.append(
             (
@@ -409,9 +421,6 @@ def _solve_chunks(
                 np.asarray(goals.base, dtype=np.float64) if reduce_keys else None,
             )
         )
-        read_time += t1 - t0
-        solve_time += time.perf_counter() - t1
-        yield 0.9 * (first + len(chunk)) / len(frame_list)
     rotations, position_error, rotation_error, iterations, success = (
         np.concatenate(parts) for parts in zip(*pieces, strict=True)
     )
@@ -430,6 +439,36 @@ def _solve_chunks(
         read_time,
         solve_time,
     )
+
+
+def _repair_flips(
+    model: rig.RigModel,
+    prepared: Prepared,
+    settings: Settings,
+    chunks: list[tuple[rig.FrameData, Goals, SolveResult]],
+) -> list[SolveResult]:
+    """Each chunk's result, with ``solvers.flips.repair`` run once over the whole range in
+    converge mode (the chunks joined, so the repair does not depend on where chunks end): the
+    frames where a bone turns by more than ``Settings.flip_angle`` are re-solved from their
+    solved neighbours. Not with Move Root and poles (their second pass, ``full_body``)."""
+    results = [c[2] for c in chunks]
+    frames = sum(r.pose.frames for r in results)
+    if (
+        settings.mode != "converge"
+        or settings.flip_angle <= 0.0
+        or frames < 3
+        or (model.root >= 0 and prepared.poles.poles)
+    ):
+        return results
+    start = flips.join_poses([c[0].pose for c in chunks])
+    goals = flips.join_goals([c[1] for c in chunks])
+    whole, _ = flips.repair(model.skeleton, goals, settings, start, flips.join_results(results))
+    out, first = [], 0
+    for r in results:
+        index = np.arange(first, first + r.pose.frames)
+        first += r.pose.frames
+        out.append(flips.take_result(whole, index))
+    return out
 
 
 def _channels(ob: Any, solved: _Solved) -> list[write.Channel]:

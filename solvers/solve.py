@@ -72,6 +72,8 @@ class Settings:
         residual's curvature and b the method's constant damping, raised tenfold until the
         matrix is positive definite (solvers/curvature.py). Off by default: far fewer steps
         where goals cannot be met, but more joint jumps between frames (docs/solver-api.md).
+    flip_angle: bakes (``solvers.flips.repair``, converge mode) re-solve the frames where a bone
+        turns by more than this between frames from their solved neighbours; 0 = off.
     """
 
     method: str = "lm"
@@ -97,6 +99,7 @@ class Settings:
     track_steps: int = 1
     keep_limits: bool = True
     second_order: bool = False
+    flip_angle: float = math.radians(10.0)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -116,6 +119,7 @@ class Settings:
             "nullspace_damping",
             "rest_weight",
             "limit_weight",
+            "flip_angle",
         ):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
