@@ -153,18 +153,18 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
     }
     _call(
         *p.static,
-        np.ascontiguousarray(local_pos),
-        np.ascontiguousarray(eff_shift),
-        np.ascontiguousarray(goals.position),
-        np.ascontiguousarray(goals.rotation_model),
+        _writable(local_pos),
+        _writable(eff_shift),
+        _writable(goals.position),
+        _writable(goals.rotation_model),
         bool(problem.any_rot),
-        np.ascontiguousarray(goals.lin),
-        np.ascontiguousarray(goals.trans),
-        np.ascontiguousarray(goals.targets_model()),
+        _writable(goals.lin),
+        _writable(goals.trans),
+        _writable(goals.targets_model()),
         bool(problem.identity_base),
-        np.ascontiguousarray(tol_pos[0]),
-        np.ascontiguousarray(tol_rot[0]),
-        np.ascontiguousarray(lin_min),
+        _writable(tol_pos[0]),
+        _writable(tol_rot[0]),
+        _writable(lin_min),
         bool(problem.bounded),
         p.lam_a,
         p.lam_b,
@@ -184,6 +184,14 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
         out["last"],
     )
     return out
+
+
+def _writable(a: Any) -> Any:
+    """``a`` as a C-contiguous, writable array: numba compiles the kernel once per array type,
+    and a read-only array (a one-frame broadcast, which ``np.ascontiguousarray`` passes through)
+    is another type, another compile."""
+    a = np.ascontiguousarray(a)
+    return a if a.flags.writeable else a.copy()
 
 
 _COMPILED: list[Any] = []

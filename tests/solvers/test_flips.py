@@ -8,6 +8,7 @@ smoothly around each chain's fixed base between 50 % and 130 % of its reach."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -138,3 +139,28 @@ def test_a_bad_flip_angle_is_refused(bad: float) -> None:
     skel, goals, _ = problem(0)
     with pytest.raises(SettingsError, match="flip_angle"):
         flips.solve(skel, goals, Settings(flip_angle=bad))
+
+
+def test_chunks_joined_then_repaired_equal_one_repair() -> None:
+    """A bake solves its range in chunks and repairs the joined range once (bridge/run.py):
+    the result does not depend on where the chunks end (bit-identical to one solve + repair)."""
+    skel, goals, st = problem(0)
+    start = Pose.rest(skel.n_bones, FRAMES)
+    whole, report = flips.repair(skel, goals, st, start, solve(skel, goals, st, start))
+    assert report.changed.any()
+    cuts = [0, 7, 29, 30, FRAMES]
+    parts = [
+        solve(skel, flips.take_frames(goals, np.arange(a, b)), st, start.take(np.arange(a, b)))
+        for a, b in itertools.pairwise(cuts)
+    ]
+    joined = flips.join_results(parts)
+    chunked, _ = flips.repair(skel, goals, st, start, joined)
+    assert chunked.pose.rotations.tobytes() == whole.pose.rotations.tobytes()
+    assert chunked.position_error.tobytes() == whole.position_error.tobytes()
+    assert np.array_equal(chunked.reason, whole.reason)
+    goals_joined = flips.join_goals(
+        [flips.take_frames(goals, np.arange(a, b)) for a, b in itertools.pairwise(cuts)]
+    )
+    assert np.array_equal(np.asarray(goals_joined.position), np.asarray(goals.position))
+    back = flips.take_result(whole, np.arange(7, 29))
+    assert np.array_equal(back.pose.rotations, whole.pose.rotations[7:29])

@@ -133,3 +133,17 @@ def test_out_of_reach_goals_stop_at_their_lower_bound(compiled, monkeypatch):
     assert np.all(res.goal_status[:, 0] == "out_of_reach")
     others = np.concatenate([t for t in ik_trees(skel) if 0 not in t])
     assert np.all(res.position_error[:, others] <= settings.tolerance)
+
+
+def test_one_frame_and_many_frames_share_one_compiled_kernel():
+    """numba compiles the kernel once per argument type: a one-frame solve of a one-goal chain
+    (its broadcast (1, 1, 3, 3) orientation targets are contiguous and read-only) must not
+    compile a second one (tens of seconds the first time: a bake's flip repair re-solves single
+    frames of a tentacle)."""
+    skel = chain(6, 0.5)
+    pos = np.array([[[1.0, 1.5, 0.3]], [[1.2, 1.4, 0.2]], [[0.9, 1.6, 0.0]]])
+    solve(skel, Goals(position=pos), Settings(max_iterations=20))
+    before = len(kernel._kernel().signatures)
+    solve(skel, Goals(position=pos[:1]), Settings(max_iterations=20))
+    solve(skel, Goals(position=pos[1:2], base=np.eye(4)[None]), Settings(max_iterations=20))
+    assert len(kernel._kernel().signatures) == before
