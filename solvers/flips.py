@@ -14,10 +14,11 @@ little. ``repair`` removes such flips after the batched solve:
    call: frame f+1 from frame f's chosen pose, frame f from frame f+1's (a solved neighbour is a
    start on the branch the animation is on). Each such solve is a *candidate* for its frame;
    the frame's own solve is candidate 0.
-3. A candidate is *admissible* when it is as good as the frame's own solve for the tree's goals:
-   every goal the own solve met stays met, and the tree's summed squared position (rotation)
-   error is at most the own solve's plus ``(tolerance / 10)^2`` (``rotation_tolerance``). A
-   reachable goal therefore stays within tolerance, and an unreachable one no farther away.
+3. A candidate is *admissible* when it is as good as the frame's own solve for each goal of the
+   tree: a goal the own solve met stays within ``tolerance``, one it did not meet ends no
+   farther off than the own solve's error plus ``tolerance / 10`` (rotation errors alike, with
+   ``rotation_tolerance``). So no goal ends worse: neither the rms error nor the share of goals
+   met can get worse by the repair.
 4. Per tree, a shortest path over the frames (Viterbi) picks one admissible candidate a frame,
    minimising the number of bone jumps over ``flip_angle``, then the summed joint change (a tie
    break, 1e-3 per radian), plus 1e-9 per frame taken from a neighbour (so a frame keeps its own
@@ -164,17 +165,15 @@ class _Tree:
     def admissible(
         self, settings: Settings, met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]]
     ) -> NDArray[np.bool_]:
-        """Per candidate: as good as its frame's own solve for this tree's goals (the goals
-        the own solve met stay met; summed squared errors no larger, + (tolerance / 10)^2)."""
+        """Per candidate: as good as its frame's own solve for each of this tree's goals: a goal
+        the own solve met stays met, one it did not meet ends no farther off (+ tolerance / 10;
+        rotation errors alike), so neither the rms error nor the share of met goals can worsen."""
         f = self.frame
         free_pos, free_rot = met_tol[0][self.tree], met_tol[1][self.tree]
-        met_pos = (self.pos <= settings.tolerance) | free_pos
-        met_rot = (self.ori <= settings.rotation_tolerance) | free_rot
-        keep = np.all(met_pos | ~met_pos[f], axis=1) & np.all(met_rot | ~met_rot[f], axis=1)
-        sq_pos = np.sum(np.where(free_pos, 0.0, self.pos) ** 2, axis=1)
-        sq_rot = np.sum(np.where(free_rot, 0.0, self.ori) ** 2, axis=1)
-        keep &= sq_pos <= sq_pos[f] + (0.1 * settings.tolerance) ** 2
-        keep &= sq_rot <= sq_rot[f] + (0.1 * settings.rotation_tolerance) ** 2
+        tol, rtol = settings.tolerance, settings.rotation_tolerance
+        ok_pos = free_pos | (self.pos <= np.maximum(self.pos[f] + 0.1 * tol, tol))
+        ok_rot = free_rot | (self.ori <= np.maximum(self.ori[f] + 0.1 * rtol, rtol))
+        keep = np.all(ok_pos, axis=1) & np.all(ok_rot, axis=1)
         return np.asarray(keep | (self.source < 0))
 
     def jumps(self, angle: float) -> Array:

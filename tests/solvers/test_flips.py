@@ -92,10 +92,13 @@ def test_no_tree_jumps_more_and_goals_stay_met(solved: dict, seed: int) -> None:
     assert all(a <= b for a, b in zip(jumps(skel, fixed), jumps(skel, plain), strict=True))
     met = plain.position_error <= st.tolerance
     assert np.all(fixed.position_error[met] <= st.tolerance)
-    for tree in plain.trees:  # an unmet goal's tree ends no farther off (summed squares)
-        sq0 = np.sum(plain.position_error[:, tree] ** 2, axis=1)
-        sq1 = np.sum(fixed.position_error[:, tree] ** 2, axis=1)
-        assert np.all(sq1 <= sq0 + (0.1 * st.tolerance) ** 2)
+    # no goal ends farther off (a met one stays within tolerance): rms and met share hold
+    bound = np.maximum(plain.position_error + 0.1 * st.tolerance, st.tolerance)
+    assert np.all(fixed.position_error <= bound)
+    assert (
+        np.sqrt(np.mean(fixed.position_error**2))
+        <= np.sqrt(np.mean(plain.position_error**2)) + 0.1 * st.tolerance
+    )
     unchanged = ~report.changed
     assert np.array_equal(fixed.pose.rotations[unchanged], plain.pose.rotations[unchanged])
     assert np.any(fixed.goal_status == "out_of_reach")  # targets out of reach are in the test
