@@ -10,10 +10,14 @@ little. ``repair`` removes such flips after the batched solve:
 1. Each IK tree's joint changes between consecutive frames are measured (the angle of
    ``R_f^T R_{f+1}`` of each bone the tree moves). A step is a *jump* when a bone turns by more
    than ``Settings.flip_angle``.
-2. Round after round, the two frames of every jump are solved again, batched in one ``solve``
-   call: frame f+1 from frame f's chosen pose, frame f from frame f+1's (a solved neighbour is a
-   start on the branch the animation is on). Each such solve is a *candidate* for its frame;
-   the frame's own solve is candidate 0.
+2. The two frames of every jump are solved again, frame f+1 from frame f's chosen pose and frame
+   f from frame f+1's (a solved neighbour is a start on the branch the animation is on). Each
+   such solve is a *candidate* for its frame; the frame's own solve is candidate 0. A candidate
+   that is admissible (3) and still jumps from the next frame's chosen pose starts a *wave*: the
+   next ``WAVE`` frames in its direction are solved from its pose, and so on from the farthest
+   of them, round after round, until the branch it carries meets the frames' own solves (no
+   jump) or the range ends. Each round is one batched ``solve`` call per IK tree with requests,
+   on the tree's own skeleton (``Skeleton.subtree``; trees are independent).
 3. A candidate is *admissible* when it is as good as the frame's own solve for each goal of the
    tree: a goal the own solve met stays within ``tolerance``, one it did not meet ends no
    farther off than the own solve's error plus ``tolerance / 10`` (rotation errors alike, with
@@ -24,15 +28,15 @@ little. ``repair`` removes such flips after the batched solve:
    break, 1e-3 per radian), plus 1e-9 per frame taken from a neighbour (so a frame keeps its own
    solve unless a neighbour's start is smoother). Frames with only their own candidate split the
    path into independent segments; only the segments with candidates are walked.
-5. The next round re-solves the jumps left on the chosen path; a candidate already solved from
-   the same start is not solved again. ``ROUNDS`` rounds at most (a branch that a
-   neighbour's start carries across a run of frames advances one frame a round, from both ends).
+5. When no wave is left, the path is chosen again (4) and the next pass re-solves the jumps
+   left on it; ``PASSES`` passes and ``ROUNDS`` rounds at most. A candidate already solved from
+   the same start is not solved again.
 
 What "a range equals its frames solved one by one" means with the repair: a frame keeps its own
 solve (``solve`` of that frame alone from its own start, as before) unless it was part of a jump;
 then its pose, errors, iterations and reason are ``solve`` of that frame alone (the same settings)
-from ``FlipRepair.start[f]``, the pose of a neighbouring frame that a solve of that frame
-produced (tests/solvers/test_flips.py checks every frame of a repaired range against its solve
+from ``FlipRepair.start[f]``, the pose of a nearby frame (its neighbour, or a wave's last frame)
+that a solve of that frame produced (tests/solvers/test_flips.py checks every frame of a repaired range against its solve
 alone from that start, to 1e-9). ``flip_angle = 0`` switches the repair off. Track mode already
 starts each frame from the last, and is not repaired. Pure numpy; deterministic (the same input
 gives bit-identical output: fixed order, no randomness, ties to the lowest index).
@@ -56,8 +60,12 @@ Array = NDArray[np.float64]
 
 SMOOTH_WEIGHT = 1e-3
 """Cost of one radian of joint change between frames, against 1 for a jump over flip_angle."""
-ROUNDS = 8
-"""Most rounds of re-solves (each one batched ``solve`` call of the jumps' frames)."""
+ROUNDS = 256
+"""Most rounds of re-solves (each one batched ``solve`` call: a wave advances a frame a round)."""
+WAVE = 8
+"""Frames a wave advances per round, each solved from the wave's last pose."""
+PASSES = 4
+"""Most passes: choose the path, re-solve the jumps left on it, carry the waves to their end."""
 NEIGHBOUR_COST = 1e-9
 """Cost of taking a frame's pose from a neighbour's start rather than its own."""
 
@@ -96,6 +104,27 @@ def take_frames(goals: Goals, index: NDArray[np.intp]) -> Goals:
     if base is not None and np.ndim(base) == 3:
         base = np.asarray(base, dtype=float)[index]
     return replace(goals, position=position[index], rotation=rotation, base=base)
+
+
+def tree_goals(goals: Goals, index: NDArray[np.intp], tree: NDArray[np.intp], n: int) -> Goals:
+    """The goals of the frames ``index`` and the effectors ``tree`` (of ``n``): one IK tree's,
+    for its own skeleton (``Skeleton.subtree``)."""
+    g = take_frames(goals, index)
+
+    def pick(x: object, shape: tuple[int, ...]) -> np.ndarray | None:
+        return None if x is None else np.broadcast_to(np.asarray(x), shape)[tree]
+
+    rotation = None if g.rotation is None else np.asarray(g.rotation)[:, tree]
+    return replace(
+        g,
+        position=np.asarray(g.position)[:, tree],
+        rotation=rotation,
+        position_weight=pick(g.position_weight, (n,)),
+        rotation_weight=pick(g.rotation_weight, (n,)),
+        secondary=pick(g.secondary, (n,)),
+        aim=pick(g.aim, (n, 3)),
+        support=pick(g.support, (n,)),
+    )
 
 
 def check(settings: Settings) -> None:
@@ -142,16 +171,18 @@ class _Tree:
         source: NDArray[np.intp],
         way: NDArray[np.intp],
         res: SolveResult,
+        at: NDArray[np.intp],
     ) -> None:
+        """Candidates solved on the tree's own skeleton (``at``: the tree's bones in it)."""
         self.frame = np.concatenate([self.frame, frame])
         self.source = np.concatenate([self.source, source])
         self.way = np.concatenate([self.way, way])
-        self.rot = np.concatenate([self.rot, res.pose.rotations[:, self.bones]])
-        self.loc = np.concatenate([self.loc, res.pose.locations[:, self.bones]])
-        self.stretch = np.concatenate([self.stretch, res.pose.stretch[:, self.bones]])
-        self.pos = np.concatenate([self.pos, res.position_error[:, self.tree]])
-        self.ori = np.concatenate([self.ori, res.rotation_error[:, self.tree]])
-        self.reason = np.concatenate([self.reason, self._reason(res)])
+        self.rot = np.concatenate([self.rot, res.pose.rotations[:, at]])
+        self.loc = np.concatenate([self.loc, res.pose.locations[:, at]])
+        self.stretch = np.concatenate([self.stretch, res.pose.stretch[:, at]])
+        self.pos = np.concatenate([self.pos, res.position_error])
+        self.ori = np.concatenate([self.ori, res.rotation_error])
+        self.reason = np.concatenate([self.reason, np.asarray(res.reason)])
         self.iterations = np.concatenate([self.iterations, res.iterations])
 
     def _reason(self, res: SolveResult) -> NDArray[np.str_]:
@@ -201,60 +232,98 @@ def repair(
     state = [_Tree(i, t, b, result) for i, (t, b) in enumerate(zip(trees, moved, strict=True))]
     report.before = sum(int(s.jumps(angle).sum()) for s in state)
     fresh: list[NDArray[np.intp]] = [np.zeros(0, dtype=np.intp) for _ in state]
-    for _ in range(ROUNDS):
-        # per tree, (frame, source candidate, direction) to solve: both frames of each jump
-        # left on the chosen path from the other's pose, and the waves that last round's
-        # admissible candidates carry on (one frame further, while they still jump from the
-        # chosen pose next to them)
-        want: list[list[tuple[int, int, int]]] = []
-        for s in state:
-            asks: list[tuple[int, int, int]] = []
-            for f in np.flatnonzero(s.jumps(angle)):
-                asks += [(f + 1, s.chosen[f], 1), (f, s.chosen[f + 1], -1)]
-            keep = s.admissible(settings, met_tol)
-            for c in fresh[state.index(s)]:
-                n = s.frame[c] + s.way[c]
-                if keep[c] and 0 <= n < frames and s.jumps_between(c, s.chosen[n], angle):
-                    asks.append((n, c, s.way[c]))
-            mine = []
-            for frame, c, way in asks:
-                if (int(frame), int(c)) not in s.tried:
-                    s.tried.add((int(frame), int(c)))
-                    mine.append((int(frame), int(c), int(way)))
-            want.append(sorted(mine))
+    passes = 0
+    while True:
+        # per tree, (frame, source candidate, direction) to solve: the waves that last
+        # round's admissible candidates carry on (one frame further, while they still jump
+        # from the chosen pose next to them); when no wave is left, the path is chosen again
+        # (Viterbi) and a new pass starts from both frames of each jump left on it
+        want = _waves(state, fresh, frames, angle, settings, met_tol)
+        if not any(want) or report.rounds >= ROUNDS:
+            for tree in state:
+                _choose(tree, frames, angle, settings, met_tol)
+            passes += 1
+            if passes > PASSES or report.rounds >= ROUNDS:
+                break
+            want = _jump_asks(state, angle)
         if not any(want):
             break
         report.rounds += 1
-        # batch elements (frame, k): each tree's k-th request at that frame starts from its
-        # source; a tree without one starts from its chosen (solved) pose and is not kept
-        slots: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
-        for i, asks in enumerate(want):
-            count: dict[int, int] = {}
-            for frame, c, way in asks:
-                k = count.get(frame, 0)
-                count[frame] = k + 1
-                slots.setdefault((frame, k), {})[i] = (c, way)
-        keys = sorted(slots)
-        index = np.array([f for f, _ in keys], dtype=np.intp)
-        begin = start.take(index)
-        for r, key in enumerate(keys):
-            for i, s in enumerate(state):
-                c = slots[key][i][0] if i in slots[key] else s.chosen[key[0]]
-                begin.rotations[r, s.bones] = s.rot[c]
-                begin.locations[r, s.bones] = s.loc[c]
-                begin.stretch[r, s.bones] = s.stretch[c]
-        res = solve_range(skeleton, take_frames(goals, index), settings, begin)
-        report.solved += len(keys)
-        for i, s in enumerate(state):
-            rows = np.array([r for r, key in enumerate(keys) if i in slots[key]], dtype=np.intp)
-            fresh[i] = len(s.frame) + np.arange(rows.size)
-            if rows.size:
-                src = np.array([slots[keys[r]][i] for r in rows], dtype=np.intp)
-                s.add(index[rows], src[:, 0], src[:, 1], take_result(res, rows))
-        for s in state:
-            _choose(s, frames, angle, settings, met_tol)
+        # each tree with requests is solved alone, on its own skeleton (trees are independent:
+        # ``solve`` gives a tree with others present what it gives alone), all its requests in
+        # one batch
+        for i, (s, asks) in enumerate(zip(state, want, strict=True)):
+            fresh[i] = len(s.frame) + np.arange(len(asks))
+            if not asks:
+                continue
+            ask = np.array(asks, dtype=np.intp)
+            index, source = ask[:, 0], ask[:, 1]
+            sub, keep, _ = skeleton.subtree(s.tree)
+            at = np.searchsorted(keep, s.bones)  # the tree's bones among the subtree's
+            begin = start.take(index)
+            begin = Pose(begin.rotations[:, keep], begin.locations[:, keep], begin.stretch[:, keep])
+            begin.rotations[:, at] = s.rot[source]
+            begin.locations[:, at] = s.loc[source]
+            begin.stretch[:, at] = s.stretch[source]
+            res = solve_range(
+                sub, tree_goals(goals, index, s.tree, skeleton.n_effectors), settings, begin
+            )
+            s.add(index, source, ask[:, 2], res, at)
+            report.solved += len(asks)
     report.after = sum(int(s.jumps(angle).sum()) for s in state)
     return _apply(skeleton, g, settings, start, result, state, report), report
+
+
+def _waves(
+    state: list[_Tree],
+    fresh: list[NDArray[np.intp]],
+    frames: int,
+    angle: float,
+    settings: Settings,
+    met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
+) -> list[list[tuple[int, int, int]]]:
+    """Per tree, the waves carried on: from each fresh frontier (of the candidates solved from
+    one source, the farthest from it) that is admissible and still jumps from the chosen pose
+    of the next frame, the next ``WAVE`` frames in its direction, each solved from the
+    frontier's pose (not solved before)."""
+    want = []
+    for s, new in zip(state, fresh, strict=True):
+        asks: list[tuple[int, int, int]] = []
+        if new.size:
+            keep = s.admissible(settings, met_tol)
+            reach = np.abs(s.frame[new] - s.frame[s.source[new]])
+            for c in new:
+                same = new[s.source[new] == s.source[c]]
+                if reach[new == c][0] < np.abs(s.frame[same] - s.frame[s.source[c]]).max():
+                    continue  # not the frontier
+                way = int(s.way[c])
+                n = int(s.frame[c]) + way
+                if keep[c] and 0 <= n < frames and s.jumps_between(c, s.chosen[n], angle):
+                    for k in range(WAVE):
+                        if 0 <= n + k * way < frames:
+                            asks.append((n + k * way, int(c), way))
+        want.append(_untried(s, asks))
+    return want
+
+
+def _jump_asks(state: list[_Tree], angle: float) -> list[list[tuple[int, int, int]]]:
+    """Per tree, both frames of each jump on the chosen path, from the other's pose."""
+    want = []
+    for s in state:
+        asks = []
+        for f in np.flatnonzero(s.jumps(angle)):
+            asks += [(int(f) + 1, int(s.chosen[f]), 1), (int(f), int(s.chosen[f + 1]), -1)]
+        want.append(_untried(s, asks))
+    return want
+
+
+def _untried(s: _Tree, asks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    out = []
+    for frame, c, way in asks:
+        if (frame, c) not in s.tried:
+            s.tried.add((frame, c))
+            out.append((frame, c, way))
+    return sorted(out)
 
 
 def take_result(res: SolveResult, index: NDArray[np.intp]) -> SolveResult:
@@ -282,14 +351,17 @@ def _choose(
 ) -> None:
     """The chosen candidate per frame: the cheapest admissible path (Viterbi), segment by
     segment of frames that have more than their own candidate."""
-    own = s.source < 0
-    f = s.frame
-    keep = s.admissible(settings, met_tol)
-    options: list[NDArray[np.intp]] = [np.array([fr]) for fr in range(frames)]
-    extra = np.flatnonzero(keep & ~own)
-    for c in extra:  # in candidate order: deterministic
-        options[int(f[c])] = np.append(options[int(f[c])], c)
-    many = np.array([len(o) > 1 for o in options])
+    extra = np.flatnonzero(s.admissible(settings, met_tol) & (s.source >= 0))
+    at = s.frame[extra]
+    order = np.argsort(at, kind="stable")  # per frame in candidate order: deterministic
+    extra, at = extra[order], at[order]
+    count = np.bincount(at, minlength=frames)
+    rank = np.arange(extra.size) - np.concatenate([[0], np.cumsum(count)])[at]
+    width = 1 + int(count.max(initial=0))
+    table = np.repeat(np.arange(frames)[:, None], width, axis=1)  # column 0: the own solve
+    table[at, 1 + rank] = extra
+    valid = np.arange(width)[None] <= count[:, None]
+    many = count > 0
     chosen = np.arange(frames)
     # segments of frames with several options, with one frame of context either side
     starts = np.flatnonzero(many & ~np.concatenate([[False], many[:-1]]))
@@ -298,28 +370,33 @@ def _choose(
         while b + 1 < frames and many[b + 1]:
             b += 1
         lo, hi = max(a - 1, 0), min(b + 1, frames - 1)
-        chosen[lo : hi + 1] = _viterbi(s, options[lo : hi + 1], angle)
+        chosen[lo : hi + 1] = _viterbi(s, table[lo : hi + 1], valid[lo : hi + 1], angle)
     s.chosen = chosen
 
 
-def _viterbi(s: _Tree, options: list[NDArray[np.intp]], angle: float) -> NDArray[np.intp]:
-    """The cheapest sequence of candidates, one per frame from ``options``."""
-    node = [np.where(s.source[o] >= 0, NEIGHBOUR_COST, 0.0) for o in options]
+def _viterbi(
+    s: _Tree, table: NDArray[np.intp], valid: NDArray[np.bool_], angle: float
+) -> NDArray[np.intp]:
+    """The cheapest sequence of candidates, one per frame (row) from the valid ones of
+    ``table``: each bone step over ``angle`` costs 1, each radian ``SMOOTH_WEIGHT``, each
+    candidate solved from a neighbour ``NEIGHBOUR_COST``; ties go to the lowest column."""
+    node = np.where(valid, np.where(s.source[table] >= 0, NEIGHBOUR_COST, 0.0), np.inf)
+    rot = s.rot[table]  # (L, W, B, 3, 3); cos of R_p^T R_c's angle from its trace
+    cos = (np.einsum("lpbij,lcbij->lpcb", rot[:-1], rot[1:]) - 1.0) / 2.0
+    step = np.arccos(np.clip(cos, -1.0, 1.0))  # (L-1, P, C, B)
+    trans = np.sum(step > angle, axis=3) + SMOOTH_WEIGHT * step.sum(axis=3)
+    width = table.shape[1]
     cost = node[0]
-    back: list[NDArray[np.intp]] = []
-    for prev, cur, n in zip(options[:-1], options[1:], node[1:], strict=True):
-        rel = np.swapaxes(s.rot[prev][:, None], -1, -2) @ s.rot[cur][None]  # (P, C, B, 3, 3)
-        cos = (np.trace(rel, axis1=-2, axis2=-1) - 1.0) / 2.0
-        step = np.arccos(np.clip(cos, -1.0, 1.0))
-        total = cost[:, None] + np.sum(step > angle, axis=2) + SMOOTH_WEIGHT * step.sum(axis=2)
-        best = np.argmin(total, axis=0)
-        back.append(best)
-        cost = total[best, np.arange(len(cur))] + n
+    back = np.empty((len(table) - 1, width), dtype=np.intp)
+    for k in range(len(table) - 1):
+        total = cost[:, None] + trans[k]
+        back[k] = np.argmin(total, axis=0)
+        cost = total[back[k], np.arange(width)] + node[k + 1]
     path = [int(np.argmin(cost))]
-    for best in reversed(back):
+    for best in back[::-1]:
         path.append(int(best[path[-1]]))
     path.reverse()
-    return np.array([o[k] for o, k in zip(options, path, strict=True)], dtype=np.intp)
+    return np.asarray(table[np.arange(len(table)), path], dtype=np.intp)
 
 
 def _apply(
