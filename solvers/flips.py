@@ -36,8 +36,9 @@ What "a range equals its frames solved one by one" means with the repair: a fram
 solve (``solve`` of that frame alone from its own start, as before) unless it was part of a jump;
 then its pose, errors, iterations and reason are ``solve`` of that frame alone (the same settings)
 from ``FlipRepair.start[f]``, the pose of a nearby frame (its neighbour, or a wave's last frame)
-that a solve of that frame produced (tests/solvers/test_flips.py checks every frame of a repaired range against its solve
-alone from that start, to 1e-9). ``flip_angle = 0`` switches the repair off. Track mode already
+that a solve of that frame produced (tests/solvers/test_flips.py checks every frame of a
+repaired range against its solve alone from that start, to 1e-9). ``flip_angle = 0`` switches the
+repair off. Track mode already
 starts each frame from the last, and is not repaired. Pure numpy; deterministic (the same input
 gives bit-identical output: fixed order, no randomness, ties to the lowest index).
 """
@@ -61,11 +62,12 @@ Array = NDArray[np.float64]
 SMOOTH_WEIGHT = 1e-3
 """Cost of one radian of joint change between frames, against 1 for a jump over flip_angle."""
 ROUNDS = 256
-"""Most rounds of re-solves (each one batched ``solve`` call: a wave advances a frame a round)."""
-WAVE = 8
+"""Most rounds of re-solves (one batched ``solve`` call per IK tree with requests)."""
+WAVE = 16
 """Frames a wave advances per round, each solved from the wave's last pose."""
-PASSES = 4
-"""Most passes: choose the path, re-solve the jumps left on it, carry the waves to their end."""
+PASSES = 1
+"""Passes: re-solve the jumps on the chosen path, carry the waves to their end, choose again
+(a second pass removed no further jump on the zoo's rigs and took as long again)."""
 NEIGHBOUR_COST = 1e-9
 """Cost of taking a frame's pose from a neighbour's start rather than its own."""
 
@@ -202,8 +204,9 @@ class _Tree:
         f = self.frame
         free_pos, free_rot = met_tol[0][self.tree], met_tol[1][self.tree]
         tol, rtol = settings.tolerance, settings.rotation_tolerance
-        ok_pos = free_pos | (self.pos <= np.maximum(self.pos[f] + 0.1 * tol, tol))
-        ok_rot = free_rot | (self.ori <= np.maximum(self.ori[f] + 0.1 * rtol, rtol))
+        own_pos, own_rot = self.pos[f], self.ori[f]
+        ok_pos = free_pos | (self.pos <= np.where(own_pos <= tol, tol, own_pos + 0.1 * tol))
+        ok_rot = free_rot | (self.ori <= np.where(own_rot <= rtol, rtol, own_rot + 0.1 * rtol))
         keep = np.all(ok_pos, axis=1) & np.all(ok_rot, axis=1)
         return np.asarray(keep | (self.source < 0))
 
