@@ -10,6 +10,7 @@ import os
 import random
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import bpy
@@ -409,11 +410,27 @@ def assert_same(a: dict[Any, np.ndarray], b: dict[Any, np.ndarray], atol: float)
         np.testing.assert_allclose(a[key], b[key], rtol=0, atol=atol, err_msg=str(key))
 
 
+def no_flip_repair(monkeypatch: Any) -> None:
+    """Bakes without the flip repair (``Settings.flip_angle`` 0; solvers/flips.py)."""
+    run = sys.modules["jacobian_ik.bridge.run"]
+    settings = run.solver_settings
+    monkeypatch.setattr(
+        run,
+        "solver_settings",
+        lambda props, mode=None: replace(settings(props, mode), flip_angle=0.0),
+    )
+
+
 def test_converge_bake_equals_frame_by_frame_in_any_order(clean: Any, monkeypatch: Any) -> None:
     frames = range(1, 31)
     baked = converge_bake(frames)
     assert_same(converge_bake(frames), baked, atol=0.0)  # two runs: identical
-    assert_same(converge_bake(frames, 7, monkeypatch), baked, atol=1e-9)  # chunked
+    # chunked: identical (the flip repair runs once over the joined chunks)
+    assert_same(converge_bake(frames, 7, monkeypatch), baked, atol=0.0)
+    # frame by frame, a frame has no neighbours and is not repaired: the bake without its flip
+    # repair is what its frames solved one by one give (with it, see test_flip_repair_in_bakes)
+    no_flip_repair(monkeypatch)
+    baked = converge_bake(frames)
     # the chain is keyed on every frame, so a frame's start pose is its own key whatever order
     # the frames are solved in (keys between two keys would move with their neighbours)
     for order in (list(frames), random.Random(7).sample(list(frames), len(frames))):
@@ -425,6 +442,40 @@ def test_converge_bake_equals_frame_by_frame_in_any_order(clean: Any, monkeypatc
             bpy.context.scene.frame_set(frame)
             assert call("solve", ob) == {"FINISHED"}
         assert_same(baked_values(ob), baked, atol=1e-9)
+
+
+def bone_jumps(values: dict[tuple[str, int], np.ndarray], angle: float) -> int:
+    """Steps between consecutive keys where a bone's rotation turns by more than ``angle``."""
+    bones = sorted({path for path, _ in values})
+    count = 0
+    for path in bones:
+        q = np.stack([values[path, i][:, 1] for i in range(4)], axis=1)
+        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        dot = np.abs(np.sum(q[:-1] * q[1:], axis=1))
+        count += int(np.sum(2 * np.arccos(np.clip(dot, -1.0, 1.0)) > angle))
+    return count
+
+
+def test_flip_repair_in_bakes(clean: Any, monkeypatch: Any) -> None:
+    """The busy rig's chain, every frame solved from its own keyed pose, flips between frames;
+    the bake's flip repair (solvers/flips.py) re-solves those frames from their neighbours:
+    fewer bone steps over 10 degrees, every goal as close (the tip on the target where it was)."""
+    frames = range(1, 31)
+
+    def goal_errors() -> tuple[float, float]:
+        goal = bpy.data.objects["Arm"].jacobian_ik.goals[0]
+        return goal.error, goal.error_mean
+
+    repaired = converge_bake(frames)
+    repaired_errors = goal_errors()
+    no_flip_repair(monkeypatch)
+    plain = converge_bake(frames)
+    plain_errors = goal_errors()
+    before, after = bone_jumps(plain, math.radians(10)), bone_jumps(repaired, math.radians(10))
+    assert before > 0
+    assert after < before, (before, after)
+    assert repaired_errors[0] <= max(plain_errors[0], 1e-5) + 1e-6  # the solver's tolerance
+    assert repaired_errors[1] <= plain_errors[1] + 1e-6
 
 
 def test_track_bake_continues_across_chunks(clean: Any, monkeypatch: Any) -> None:
