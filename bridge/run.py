@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -393,7 +393,8 @@ def _solve_chunks(
         except IKError as exc:
             raise RigError(f"solver: {exc}") from exc
         last_pose, resume = result.pose, result.resume
-        chunks.append((data, goals, result))
+        # kept for the flip repair over the whole range; not the residual per iteration
+        chunks.append((data, goals, replace(result, history=result.history[-1:])))
         read_time += t1 - t0
         solve_time += time.perf_counter() - t1
         yield 0.9 * (first + len(chunk)) / len(frame_list)

@@ -13,9 +13,18 @@ import math
 
 import numpy as np
 import pytest
-from test_trees import random_humanoid
 
-from solvers import Goals, Pose, Settings, SettingsError, Skeleton, SolveResult, flips, solve
+from jacobian_ik.solvers import (
+    Goals,
+    Pose,
+    Settings,
+    SettingsError,
+    Skeleton,
+    SolveResult,
+    flips,
+    solve,
+)
+from tests.solvers.test_trees import random_humanoid
 
 ANGLE = math.radians(10.0)
 FRAMES = 60
