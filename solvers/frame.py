@@ -32,13 +32,23 @@ from .goals import check_weights
 from .methods import StepContext, clamp_max_abs
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
-from .solve import BOUND_SLACK, KICK, MIN_STEP_SCALE, REASONS, Settings, SolveResult
+from .solve import Settings, SolveResult
+from .stops import (
+    BOUND_SLACK,
+    CONVERGED,
+    DIVERGED,
+    FAILED,
+    KICK,
+    MAX_ITERATIONS,
+    MIN_STEP_SCALE,
+    REASONS,
+    STAGNATED,
+    STATIONARY,
+)
 
 # Methods whose step is exactly damped_solve(J, e, lam2) with lam2 = nullspace_damping(ctx): for
 # one frame their step is solved with one 2-D numpy call instead of batched Cholesky solves.
 DAMPED_METHODS = frozenset({"dls", "lm", "lm_constant", "lm_chan_lawrence"})
-
-_CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED, _STATIONARY = 1, 2, 3, 4, 5, 6
 
 
 def unsupported(skeleton: Skeleton, settings: Settings) -> str | None:
@@ -485,7 +495,7 @@ class FrameSolver:
         state = self.method.initial_state(1)
         stats: dict[str, list[float]] = {}
         history: list[float] = []
-        why, k = _MAX_ITERATIONS, 0
+        why, k = MAX_ITERATIONS, 0
         d = np.zeros((2, n_bones, 3))
         kind = self.is_pre.astype(np.intp)
         for k in range(st.max_iterations + 1):
@@ -513,7 +523,7 @@ class FrameSolver:
                 best_r, best_pos, best_rot = r, pos_err.copy(), rot_err.copy()
                 best[:] = current()
             if met:
-                why = _CONVERGED
+                why = CONVERGED
                 break
             beyond = False  # only goals out of reach are unmet: no gradient stop (solve.py)
             if self.bounded:
@@ -524,7 +534,7 @@ class FrameSolver:
                 if (
                     pos_err <= np.maximum(self.tol_pos, lb + BOUND_SLACK * st.tolerance)
                 ).all() and (rot_err <= self.tol_rot).all():
-                    why = _STATIONARY
+                    why = STATIONARY
                     break
                 beyond = bool(
                     ((pos_err <= self.tol_pos) | (lb > 0)).all() and (rot_err <= self.tol_rot).all()
@@ -535,10 +545,10 @@ class FrameSolver:
                 floor = st.stagnation * max(r, 1e-300)
                 stuck = abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor
                 if st.stagnation > 0 and stuck and not undone:
-                    why = _STAGNATED
+                    why = STAGNATED
                     break
                 if rises >= st.divergence_count:
-                    why = _DIVERGED
+                    why = DIVERGED
                     break
             if k == st.max_iterations:
                 break
@@ -584,7 +594,7 @@ class FrameSolver:
                 dq = dq * scale
                 snap = snapshot()
             if stationary:
-                why = _STATIONARY
+                why = STATIONARY
                 break
             if saddle:  # bend the chain out of the saddle, a fixed small turn (solve.py)
                 prev_r = np.inf
@@ -592,10 +602,10 @@ class FrameSolver:
                 scale = 1.0
             state = ctx.state
             if not np.isfinite(dq).all():
-                why = _FAILED
+                why = FAILED
                 break
             if np.abs(dq).max(initial=0.0) < st.step_tolerance:  # Sugihara's stop (a)
-                why, k = _STAGNATED, k + 1
+                why, k = STAGNATED, k + 1
                 break
             if self.ball_only:  # the DOFs are x, y, z of each moving bone in turn
                 if self.all_moving:

@@ -31,12 +31,24 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .skeleton import ROT_POST, ROT_PRE, Pose
+from .stops import (
+    BOUND_SLACK,
+    CONVERGED,
+    DIVERGED,
+    FAILED,
+    KICK,
+    MAX_ITERATIONS,
+    MIN_STEP_SCALE,
+    RUNNING,
+    STAGNATED,
+    STATIONARY,
+)
 
 Array = NDArray[np.float64]
 
@@ -53,9 +65,7 @@ DAMPING = {  # method: (a, b) of lambda^2 = a E_k + b from its parameters
     "lm_chan_lawrence": lambda p: (p["w_n_factor"], 0.0),
 }
 
-# reason codes, as solve.REASONS
-RUNNING, CONVERGED, STAGNATED, DIVERGED, MAX_ITERATIONS, FAILED, STATIONARY = range(7)
-FALLBACK = 7  # the frame goes back to the numpy loop
+FALLBACK = 7  # not a reason (stops.REASONS): the frame goes back to the numpy loop
 
 
 def enabled() -> bool:
@@ -70,7 +80,7 @@ class Plan:
 
     lam_a: float
     lam_b: float
-    static: tuple[Any, ...]  # the kernel's fixed arguments, in its order
+    rig: Rig  # the kernel's arrays that stay fixed over the frames
 
 
 def covers(skel: Any, st: Any) -> bool:
@@ -100,11 +110,11 @@ def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Pla
     if goals.on is not None or problem.rows.size == 0:
         return None
     lam_a, lam_b = DAMPING[method.name](method.params)
-    static = problem.__dict__.get("_kernel_static")
-    if static is None:
+    rig = problem.__dict__.get("_kernel_rig")
+    if rig is None:
         skel = problem.skel
         parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
-        static = problem.__dict__["_kernel_static"] = (
+        rig = problem.__dict__["_kernel_rig"] = Rig(
             skel.parents.astype(np.intp),
             np.argsort(skel.depth, kind="stable").astype(np.intp),
             np.ascontiguousarray(skel.rest_rot, dtype=np.float64),
@@ -124,10 +134,10 @@ def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Pla
             problem.reach_base.astype(np.intp),
             (problem.base_fixed & (problem.reach > 0)).astype(np.bool_),
         )
-    return Plan(float(lam_a), float(lam_b), static)
+    return Plan(float(lam_a), float(lam_b), rig)
 
 
-def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
+def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
     """Run the compiled loop over every frame; the raw per-frame results (``solve.py`` turns
     them into a ``SolveResult`` and re-solves the frames marked FALLBACK with numpy)."""
     skel, st = problem.skel, problem.settings
@@ -140,31 +150,32 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
     lin_min = np.ones(frames)
     if problem.bounded and not problem.identity_base:
         lin_min = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
-    out = {
-        "rotations": np.array(start.rotations, dtype=np.float64, order="C"),
-        "pos": np.zeros((frames, n_eff)),
-        "rot": np.zeros((frames, n_eff)),
-        "iterations": np.zeros(frames, dtype=np.intp),
-        "reason": np.zeros(frames, dtype=np.intp),
+    out = Out(
+        np.array(start.rotations, dtype=np.float64, order="C"),
+        np.zeros((frames, n_eff)),
+        np.zeros((frames, n_eff)),
+        np.zeros(frames, dtype=np.intp),
+        np.zeros(frames, dtype=np.intp),
         # (only the rows up to the last iteration are written and kept: np.empty does not touch
         # the rest, which matters for caps of thousands of iterations)
-        "history": np.empty((st.max_iterations + 1, frames)),
-        "last": np.zeros(frames, dtype=np.intp),
-    }
-    _call(
-        *p.static,
+        np.empty((st.max_iterations + 1, frames)),
+        np.zeros(frames, dtype=np.intp),
+    )
+    frames_in = Frames(
         _writable(local_pos),
         _writable(eff_shift),
         _writable(goals.position),
         _writable(goals.rotation_model),
-        bool(problem.any_rot),
         _writable(goals.lin),
         _writable(goals.trans),
         _writable(goals.targets_model()),
+        _writable(lin_min),
+    )
+    rules = Rules(
+        bool(problem.any_rot),
         bool(problem.identity_base),
         _writable(tol_pos[0]),
         _writable(tol_rot[0]),
-        _writable(lin_min),
         bool(problem.bounded),
         p.lam_a,
         p.lam_b,
@@ -175,14 +186,8 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> dict[str, Any]:
         float(st.stagnation),
         float(st.step_tolerance),
         int(st.divergence_count),
-        out["rotations"],
-        out["pos"],
-        out["rot"],
-        out["iterations"],
-        out["reason"],
-        out["history"],
-        out["last"],
     )
+    _call(p.rig, frames_in, rules, out)
     return out
 
 
@@ -222,7 +227,7 @@ def _install_locator() -> None:
 
         @classmethod
         def from_function(cls, py_func: Any, py_file: str) -> Any:
-            if py_func is not _loop:
+            if py_func is not _loop:  # (its pieces are cached with it)
                 return None
             locator = cls(py_func, py_file)
             try:
@@ -265,506 +270,698 @@ def _call(*args: Any) -> None:
 
 
 # -- the compiled loop --------------------------------------------------------------------
-# Plain Python on numpy arrays, compiled by numba.njit in ``_kernel`` (and runnable as Python,
-# very slowly, which the tests do not rely on). One frame at a time; every helper is inlined.
-
-# The loop's constants, defined here once for all three loops (solve.py's ``_iterate`` and
-# frame.py import them; this module cannot import solve.py, which imports it).
-KICK = 0.05
-"""Radians: how far each free DOF turns to leave a saddle point (a straight chain)."""
-MIN_STEP_SCALE = 1.0 / 1024
-"""A frame whose step, halved after each rise of the error, gets shorter than this is at a
-stationary point for its method."""
-BOUND_SLACK = 0.1
-"""A goal out of reach is done when its error is within this fraction of the tolerance of its
-lower bound (``solve._Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
-default tolerance."""
+# Plain Python on numpy arrays, one frame at a time: ``_loop`` calls ``_frame`` per frame, which
+# calls one function per job of the iteration. Each is compiled by numba.njit (``_piece``, no
+# closures, no Python objects: arrays, scalars and the tuples below); the cache of ``_loop``
+# (``_kernel``) holds them all. Without numba they stay Python, which nothing relies on.
 
 
-def _loop(
-    parents,
-    order,
-    rest_rot,
-    dof_bone,
-    dof_axis,
-    dof_pre,
-    dof_w,
-    kick_sign,
-    dof_moves,
-    eff_bone,
-    eff_off,
-    rows,
-    sqrt_w,
-    use_pos,
-    reach,
-    inner,
-    reach_base,
-    fixed,
-    local_pos,
-    eff_shift,
-    target,
-    rot_target,
-    any_rot,
-    lin,
-    trans,
-    tm,
-    identity,
-    tol_pos,
-    tol_rot,
-    lin_min,
-    bounded,
-    lam_a,
-    lam_b,
-    max_iter,
-    tol,
-    grad_tol,
-    reject,
-    stagnation,
-    step_tol,
-    div_count,
-    rot_start,
-    out_pos,
-    out_roterr,
-    out_it,
-    out_reason,
-    hist,
-    last,
-):
-    n_bones = parents.shape[0]
-    n_frames = rot_start.shape[0]
-    n_eff = eff_bone.shape[0]
-    n = dof_bone.shape[0]
-    m = rows.shape[0]
-    small = m <= n
-    k_dim = m if small else n
-    for f in range(n_frames):
-        rot = rot_start[f].copy()
-        prev_rot = rot.copy()
-        best = rot.copy()
-        mrot = np.zeros((n_bones, 3, 3))
-        mpos = np.zeros((n_bones, 3))
-        pts = np.zeros((n_eff, 3))
-        err = np.zeros((n_eff, 6))
-        pos_e = np.zeros(n_eff)
-        rot_e = np.zeros(n_eff)
-        best_pos = np.zeros(n_eff)
-        best_rot = np.zeros(n_eff)
-        jac = np.zeros((n_eff * 6, n))
-        jw = np.zeros((m, n))
-        ew = np.zeros(m)
-        normal = np.zeros((k_dim, k_dim))
-        low = np.zeros((k_dim, k_dim))
-        rhs = np.zeros(k_dim)
-        z = np.zeros(k_dim)
-        dt = np.zeros(n)
-        dq = np.zeros(n)
-        tmp = np.zeros((3, 3))
-        best_r = np.inf
-        prev_r = np.inf
-        prev2_r = np.inf
-        rises = 0
-        scale = 1.0
-        kicks = 0
-        why = MAX_ITERATIONS
-        it = 0
-        for k in range(max_iter + 1):
-            r = 0.0
-            met = True
-            undone = False  # this iteration's step was undone (rose): no stagnation test
-            for attempt in range(2):
-                # forward kinematics: parents first
-                for oi in range(n_bones):
-                    b = order[oi]
-                    p = parents[b]
-                    for i in range(3):
-                        for j in range(3):
-                            tmp[i, j] = (
-                                rest_rot[b, i, 0] * rot[b, 0, j]
-                                + rest_rot[b, i, 1] * rot[b, 1, j]
-                                + rest_rot[b, i, 2] * rot[b, 2, j]
-                            )
-                    if p < 0:
-                        for i in range(3):
-                            mpos[b, i] = local_pos[f, b, i]
-                            for j in range(3):
-                                mrot[b, i, j] = tmp[i, j]
-                    else:
-                        for i in range(3):
-                            mpos[b, i] = mpos[p, i] + (
-                                mrot[p, i, 0] * local_pos[f, b, 0]
-                                + mrot[p, i, 1] * local_pos[f, b, 1]
-                                + mrot[p, i, 2] * local_pos[f, b, 2]
-                            )
-                            for j in range(3):
-                                mrot[b, i, j] = (
-                                    mrot[p, i, 0] * tmp[0, j]
-                                    + mrot[p, i, 1] * tmp[1, j]
-                                    + mrot[p, i, 2] * tmp[2, j]
-                                )
-                # errors
-                for e in range(n_eff):
-                    b = eff_bone[e]
-                    for i in range(3):
-                        pts[e, i] = (
-                            mpos[b, i]
-                            + eff_shift[f, e] * mrot[b, i, 1]
-                            + (
-                                mrot[b, i, 0] * eff_off[e, 0]
-                                + mrot[b, i, 1] * eff_off[e, 1]
-                                + mrot[b, i, 2] * eff_off[e, 2]
-                            )
-                        )
-                    for i in range(3):
-                        world = (
-                            lin[f, i, 0] * pts[e, 0]
-                            + lin[f, i, 1] * pts[e, 1]
-                            + lin[f, i, 2] * pts[e, 2]
-                        ) + trans[f, i]
-                        err[e, i] = target[f, e, i] - world
-                    if any_rot:
-                        # Sugihara eq. 1: a(R_target R^T) in model space (so3.angle_axis)
-                        for i in range(3):
-                            for j in range(3):
-                                tmp[i, j] = (
-                                    rot_target[f, e, i, 0] * mrot[b, j, 0]
-                                    + rot_target[f, e, i, 1] * mrot[b, j, 1]
-                                    + rot_target[f, e, i, 2] * mrot[b, j, 2]
-                                )
-                        lx = tmp[2, 1] - tmp[1, 2]
-                        ly = tmp[0, 2] - tmp[2, 0]
-                        lz = tmp[1, 0] - tmp[0, 1]
-                        trace = tmp[0, 0] + tmp[1, 1] + tmp[2, 2]
-                        l_norm = math.sqrt(lx * lx + ly * ly + lz * lz)
-                        angle = math.atan2(l_norm, trace - 1.0)
-                        if trace < 1.0:
-                            cos_t = (trace - 1.0) / 2.0
-                            col = 0
-                            best_d = -np.inf
-                            for c in range(3):
-                                d = (tmp[c, c] - cos_t) / (1.0 - cos_t)
-                                if d > best_d:
-                                    best_d = d
-                                    col = c
-                            ax0 = (
-                                0.5 * (tmp[0, col] + tmp[col, 0]) - (cos_t if col == 0 else 0.0)
-                            ) / (1.0 - cos_t)
-                            ax1 = (
-                                0.5 * (tmp[1, col] + tmp[col, 1]) - (cos_t if col == 1 else 0.0)
-                            ) / (1.0 - cos_t)
-                            ax2 = (
-                                0.5 * (tmp[2, col] + tmp[col, 2]) - (cos_t if col == 2 else 0.0)
-                            ) / (1.0 - cos_t)
-                            nrm = math.sqrt(ax0 * ax0 + ax1 * ax1 + ax2 * ax2)
-                            ax0, ax1, ax2 = ax0 / nrm, ax1 / nrm, ax2 / nrm
-                            sign = -1.0 if ax0 * lx + ax1 * ly + ax2 * lz < 0.0 else 1.0
-                            err[e, 3] = sign * angle * ax0
-                            err[e, 4] = sign * angle * ax1
-                            err[e, 5] = sign * angle * ax2
-                        else:
-                            sc = 0.0 if l_norm < 1e-300 else angle / l_norm
-                            err[e, 3] = sc * lx
-                            err[e, 4] = sc * ly
-                            err[e, 5] = sc * lz
-                    else:
-                        err[e, 3] = 0.0
-                        err[e, 4] = 0.0
-                        err[e, 5] = 0.0
-                    pos_e[e] = math.sqrt(err[e, 0] ** 2 + err[e, 1] ** 2 + err[e, 2] ** 2)
-                    rot_e[e] = math.sqrt(err[e, 3] ** 2 + err[e, 4] ** 2 + err[e, 5] ** 2)
-                r2 = 0.0
-                for i in range(m):
-                    ew[i] = err[rows[i] // 6, rows[i] % 6] * sqrt_w[i]
-                    r2 += ew[i] * ew[i]
-                r = math.sqrt(r2)
-                met = True
-                for e in range(n_eff):
-                    if pos_e[e] > tol_pos[e] or rot_e[e] > tol_rot[e]:
-                        met = False
-                if attempt == 1 or not (reject and k > 0):
-                    break
-                # a step that raised the error is undone and retried at half the length
-                rose = r > prev_r and not met
-                scale = 0.5 * scale if rose else min(2.0 * scale, 1.0)
-                if not rose:
-                    break
+def _piece(func: Any) -> Any:
+    """``numba.njit(nogil=True)``: a piece of the loop, compiled into ``_loop`` and cached with
+    it; without numba the plain function."""
+    return func if numba is None else numba.njit(nogil=True)(func)
+
+
+class Rig(NamedTuple):
+    """The arrays of one IK tree's problem the kernel reads, fixed over the frames."""
+
+    parents: NDArray[np.intp]
+    order: NDArray[np.intp]  # the bones, parents first
+    rest_rot: Array
+    dof_bone: NDArray[np.intp]
+    dof_axis: NDArray[np.intp]
+    dof_pre: NDArray[np.bool_]  # the DOF turns the frame before the bone's rotation
+    dof_w: Array
+    kick_sign: Array  # the saddle kick's sign per DOF
+    dof_moves: NDArray[np.bool_]  # (E, n)
+    eff_bone: NDArray[np.intp]
+    eff_off: Array
+    rows: NDArray[np.intp]  # the rows of the (E * 6) error that are solved for
+    sqrt_w: Array  # their weights' square roots
+    use_pos: NDArray[np.bool_]
+    reach: Array  # each goal's chain: straight length,
+    inner: Array  # folded length,
+    reach_base: NDArray[np.intp]  # base bone,
+    fixed: NDArray[np.bool_]  # and whether its base is fixed (it has a lower bound)
+
+
+class Frames(NamedTuple):
+    """Per frame (leading axis F): the start pose's local positions and the goals."""
+
+    local_pos: Array  # (F, B, 3)
+    eff_shift: Array  # (F, E) stretch of the effectors' bones
+    target: Array  # (F, E, 3) world
+    rot_target: Array  # (F, E, 3, 3) model space
+    lin: Array  # (F, 3, 3) and
+    trans: Array  # (F, 3): the model-to-world transform
+    tm: Array  # (F, E, 3) targets in model space
+    lin_min: Array  # (F,) smallest singular value of lin
+
+
+class Rules(NamedTuple):
+    """The stop rules and the damping lambda^2 = lam_a E_k + lam_b of the step."""
+
+    any_rot: bool  # some goal has an orientation (its error is measured)
+    identity: bool  # the model-to-world transform is the identity
+    tol_pos: Array  # (E,)
+    tol_rot: Array  # (E,)
+    bounded: bool  # some goal has a lower bound (``solve._Problem.lower_bound``)
+    lam_a: float
+    lam_b: float
+    max_iter: int
+    tol: float
+    grad_tol: float
+    reject: bool
+    stagnation: float
+    step_tol: float
+    div_count: int
+
+
+class Out(NamedTuple):
+    """The results per frame (``rotations`` holds the start poses on the way in)."""
+
+    rotations: Array
+    pos: Array
+    rot: Array
+    iterations: NDArray[np.intp]
+    reason: NDArray[np.intp]
+    history: Array  # (max_iter + 1, F), the rows up to ``last`` written
+    last: NDArray[np.intp]
+
+
+class Work(NamedTuple):
+    """One frame's working arrays."""
+
+    rot: Array  # (B, 3, 3) the pose
+    prev_rot: Array  # the pose before the last step (restored when it is rejected)
+    best: Array  # the best pose seen,
+    best_pos: Array  # its position
+    best_rot: Array  # and orientation errors
+    mrot: Array  # (B, 3, 3) model-space frames
+    mpos: Array  # (B, 3) and heads
+    pts: Array  # (E, 3) effector points
+    err: Array  # (E, 6) errors
+    pos_e: Array  # (E,) their norms
+    rot_e: Array
+    jac: Array  # (E * 6, n)
+    jw: Array  # (m, n) weighted J~
+    ew: Array  # (m,) weighted e~
+    normal: Array  # (k, k), k = min(m, n)
+    low: Array  # its Cholesky factor
+    rhs: Array
+    z: Array
+    dt: Array  # (n,) the step in weighted coordinates
+    dq: Array  # (n,) the step
+    tmp: Array  # (3, 3)
+
+
+def _loop(rig, frames, rules, out):
+    """Every frame in turn (the kernel)."""
+    for f in range(out.rotations.shape[0]):
+        _frame(f, rig, frames, rules, out)
+
+
+@_piece
+def _frame(f, rig, fr, ru, out):
+    """One frame's iteration (``solve._iterate``'s for one frame); its best pose to ``out``."""
+    w = _work(rig, out.rotations[f])
+    best_r = np.inf
+    prev_r = np.inf
+    prev2_r = np.inf
+    rises = 0
+    scale = 1.0
+    kicks = 0
+    why = MAX_ITERATIONS
+    it = 0
+    for k in range(ru.max_iter + 1):
+        r2, met = _evaluate(f, rig, fr, ru, w)
+        undone = False  # this iteration's step was undone (rose): no stagnation test
+        if ru.reject and k > 0:
+            # a step that raised the error is undone and retried at half the length
+            rose = math.sqrt(r2) > prev_r and not met
+            scale = 0.5 * scale if rose else min(2.0 * scale, 1.0)
+            if rose:
                 undone = True
-                rot[:] = prev_rot
-            hist[k, f] = r
-            last[f] = k
-            if r < best_r:
-                best[:] = rot
-                best_r = r
-                best_pos[:] = pos_e
-                best_rot[:] = rot_e
-            why = CONVERGED if met else RUNNING
-            beyond = False  # only goals out of reach are unmet (no gradient stop: solve.py)
-            if bounded and why == RUNNING:
-                # every goal met or within the tolerance of its lower bound: no better pose
-                done = True
-                beyond = True
-                for e in range(n_eff):
-                    if rot_e[e] > tol_rot[e]:
-                        done = False
-                    lb = 0.0
-                    if fixed[e]:
-                        bb = reach_base[e]
-                        d = math.sqrt(
-                            (tm[f, e, 0] - mpos[bb, 0]) ** 2
-                            + (tm[f, e, 1] - mpos[bb, 1]) ** 2
-                            + (tm[f, e, 2] - mpos[bb, 2]) ** 2
-                        )
-                        lb = max(max(d - reach[e], inner[e] - d), 0.0) * lin_min[f]
-                    if pos_e[e] > max(tol_pos[e], lb + BOUND_SLACK * tol):
-                        done = False
-                    if rot_e[e] > tol_rot[e] or (pos_e[e] > tol_pos[e] and not lb > 0):
-                        beyond = False
-                if done:
-                    why = STATIONARY
-            if k > 0:
-                rises = rises + 1 if r > prev_r else 0
-                floor = stagnation * max(r, 1e-300)
-                stagnant = (
-                    stagnation > 0
-                    and not undone
-                    and (abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor)
-                )
-                if why == RUNNING:
-                    if stagnant:
-                        why = STAGNATED
-                    elif rises >= div_count:
-                        why = DIVERGED
-            if k == max_iter and why == RUNNING:
-                why = CONVERGED if met else MAX_ITERATIONS
-            if why != RUNNING:
-                it = k
-                break
-            prev2_r = prev_r
-            prev_r = r
+                w.rot[:] = w.prev_rot
+                r2, met = _evaluate(f, rig, fr, ru, w)
+        r = math.sqrt(r2)
+        out.history[k, f] = r
+        out.last[f] = k
+        if r < best_r:
+            best_r = r
+            w.best[:] = w.rot
+            w.best_pos[:] = w.pos_e
+            w.best_rot[:] = w.rot_e
+        if k > 0:
+            rises = rises + 1 if r > prev_r else 0
+        diverging = rises >= ru.div_count
+        stuck = k > 0 and not undone  # (an undone step repeats the residual exactly)
+        why, beyond = _stop_tests(f, stuck, k, r, met, prev_r, prev2_r, diverging, rig, fr, ru, w)
+        if why != RUNNING:
+            it = k
+            break
+        prev2_r = prev_r
+        prev_r = r
+        if not _damped_step(r2, f, rig, fr, ru, w):
+            why = FALLBACK
+            it = k
+            break
+        stationary, saddle = _stationary(f, r, met, beyond, scale, kicks < 1, rig, fr, ru, w)
+        _joint_step(rig, ru, w, scale, stationary, saddle)
+        if ru.reject:
+            w.prev_rot[:] = w.rot
+        if saddle:  # the step out of the saddle is kept even where it raises the error
+            kicks += 1
+            prev_r = np.inf
+            scale = 1.0
+        _rotate(rig, w)
+        bad, peak = _finite_peak(w.dq, w.rot)
+        if bad:
+            why = FAILED
+            it = k
+            break
+        if stationary:
+            why = STATIONARY
+            it = k
+            break
+        if peak < ru.step_tol:  # Sugihara's stop (a)
+            why = STAGNATED
+            it = k + 1
+            break
+    out.rotations[f] = w.best  # (the start poses' array is the output)
+    out.pos[f] = w.best_pos
+    out.rot[f] = w.best_rot
+    out.iterations[f] = it
+    out.reason[f] = why
 
-            # the Jacobian (model space; world position rows), weighted: J~ = W_E^1/2 J W_q^1/2
-            jac[:] = 0.0
-            for j in range(n):
-                b = dof_bone[j]
-                a = dof_axis[j]
-                p = parents[b]
-                if dof_pre[j]:  # the axis of the frame before the bone's rotation
-                    for i in range(3):
-                        if p < 0:
-                            tmp[i, 0] = rest_rot[b, i, a]
-                        else:
-                            tmp[i, 0] = (
-                                mrot[p, i, 0] * rest_rot[b, 0, a]
-                                + mrot[p, i, 1] * rest_rot[b, 1, a]
-                                + mrot[p, i, 2] * rest_rot[b, 2, a]
-                            )
-                    x0, x1, x2 = tmp[0, 0], tmp[1, 0], tmp[2, 0]
-                else:
-                    x0, x1, x2 = mrot[b, 0, a], mrot[b, 1, a], mrot[b, 2, a]
-                for e in range(n_eff):
-                    if not dof_moves[e, j]:
-                        continue
-                    v0 = pts[e, 0] - mpos[b, 0]
-                    v1 = pts[e, 1] - mpos[b, 1]
-                    v2 = pts[e, 2] - mpos[b, 2]
-                    c0 = x1 * v2 - x2 * v1
-                    c1 = x2 * v0 - x0 * v2
-                    c2 = x0 * v1 - x1 * v0
-                    if identity:
-                        jac[e * 6 + 0, j] = c0
-                        jac[e * 6 + 1, j] = c1
-                        jac[e * 6 + 2, j] = c2
-                    else:
-                        for i in range(3):
-                            jac[e * 6 + i, j] = (
-                                lin[f, i, 0] * c0 + lin[f, i, 1] * c1 + lin[f, i, 2] * c2
-                            )
-                    jac[e * 6 + 3, j] = x0
-                    jac[e * 6 + 4, j] = x1
-                    jac[e * 6 + 5, j] = x2
-            for i in range(m):
-                for j in range(n):
-                    jw[i, j] = jac[rows[i], j] * sqrt_w[i] * dof_w[j]
-            energy = 0.5 * r2
-            lam2 = lam_a * energy + lam_b
-            # dt = J^T (J J^T + lam2 I)^-1 e by Cholesky on the smaller normal matrix
-            for i in range(k_dim):
-                for j in range(i + 1):
-                    s = 0.0
-                    if small:
-                        for c in range(n):
-                            s += jw[i, c] * jw[j, c]
-                    else:
-                        for c in range(m):
-                            s += jw[c, i] * jw[c, j]
-                    normal[i, j] = s
-                normal[i, i] += lam2
-            ok = True
-            for i in range(k_dim):
-                for j in range(i + 1):
-                    s = normal[i, j]
-                    for c in range(j):
-                        s -= low[i, c] * low[j, c]
-                    if i == j:
-                        if not s > 0.0:
-                            ok = False
-                            break
-                        low[i, i] = math.sqrt(s)
-                    else:
-                        low[i, j] = s / low[j, j]
-                if not ok:
-                    break
-            if not ok:
-                why = FALLBACK
-                it = k
-                break
-            for i in range(k_dim):
-                if small:
-                    rhs[i] = ew[i]
-                else:
-                    s = 0.0
-                    for c in range(m):
-                        s += jw[c, i] * ew[c]
-                    rhs[i] = s
-            for i in range(k_dim):  # L y = rhs
-                s = rhs[i]
-                for c in range(i):
-                    s -= low[i, c] * z[c]
-                z[i] = s / low[i, i]
-            for i in range(k_dim - 1, -1, -1):  # L^T x = y
-                s = z[i]
-                for c in range(i + 1, k_dim):
-                    s -= low[c, i] * z[c]
-                z[i] = s / low[i, i]
-            if small:
-                for j in range(n):
-                    s = 0.0
-                    for i in range(m):
-                        s += jw[i, j] * z[i]
-                    dt[j] = s
-            else:
-                for j in range(n):
-                    dt[j] = z[j]
-            # a stationary point: the gradient J~^T e~ small against |J~| |e~|
-            stationary = False
-            saddle = False
-            if grad_tol > 0:
-                g2 = 0.0
-                jf = 0.0
-                for j in range(n):
-                    s = 0.0
-                    for i in range(m):
-                        s += jw[i, j] * ew[i]
-                        jf += jw[i, j] * jw[i, j]
-                    g2 += s * s
-                size = math.sqrt(jf) * r
-                stationary = (not met) and (
-                    (math.sqrt(g2) <= grad_tol * size and not beyond) or scale < MIN_STEP_SCALE
+
+@_piece
+def _work(rig, start):
+    """A frame's working arrays, the pose from ``start``."""
+    n_bones = rig.parents.shape[0]
+    n_eff = rig.eff_bone.shape[0]
+    n = rig.dof_bone.shape[0]
+    m = rig.rows.shape[0]
+    k_dim = m if m <= n else n
+    return Work(
+        start.copy(),
+        start.copy(),
+        start.copy(),
+        np.zeros(n_eff),
+        np.zeros(n_eff),
+        np.zeros((n_bones, 3, 3)),
+        np.zeros((n_bones, 3)),
+        np.zeros((n_eff, 3)),
+        np.zeros((n_eff, 6)),
+        np.zeros(n_eff),
+        np.zeros(n_eff),
+        np.zeros((n_eff * 6, n)),
+        np.zeros((m, n)),
+        np.zeros(m),
+        np.zeros((k_dim, k_dim)),
+        np.zeros((k_dim, k_dim)),
+        np.zeros(k_dim),
+        np.zeros(k_dim),
+        np.zeros(n),
+        np.zeros(n),
+        np.zeros((3, 3)),
+    )
+
+
+@_piece
+def _evaluate(f, rig, fr, ru, w):
+    """Forward kinematics and errors of the pose ``w.rot``: (r^2 = |e~|^2, every goal met)."""
+    _forward(f, rig, fr, w)
+    for e in range(rig.eff_bone.shape[0]):
+        _errors(f, e, rig, fr, ru, w)
+    rows, sqrt_w, ew, err, pos_e, rot_e = rig.rows, rig.sqrt_w, w.ew, w.err, w.pos_e, w.rot_e
+    r2 = 0.0
+    for i in range(rows.shape[0]):
+        ew[i] = err[rows[i] // 6, rows[i] % 6] * sqrt_w[i]
+        r2 += ew[i] * ew[i]
+    met = True
+    for e in range(pos_e.shape[0]):
+        if pos_e[e] > ru.tol_pos[e] or rot_e[e] > ru.tol_rot[e]:
+            met = False
+    return r2, met
+
+
+@_piece
+def _forward(f, rig, fr, w):
+    """Forward kinematics: the model-space frames ``w.mrot``, ``w.mpos``, parents first."""
+    rest_rot, local_pos, rot, mrot, mpos, tmp = (
+        rig.rest_rot,
+        fr.local_pos,
+        w.rot,
+        w.mrot,
+        w.mpos,
+        w.tmp,
+    )
+    for oi in range(rig.parents.shape[0]):
+        b = rig.order[oi]
+        p = rig.parents[b]
+        for i in range(3):
+            for j in range(3):
+                tmp[i, j] = (
+                    rest_rot[b, i, 0] * rot[b, 0, j]
+                    + rest_rot[b, i, 1] * rot[b, 1, j]
+                    + rest_rot[b, i, 2] * rot[b, 2, j]
                 )
-                if stationary and kicks < 1:
-                    # a saddle when an unmet position goal's target is within its reach
-                    inside = False
-                    for e in range(n_eff):
-                        bb = reach_base[e]
-                        d = math.sqrt(
-                            (tm[f, e, 0] - mpos[bb, 0]) ** 2
-                            + (tm[f, e, 1] - mpos[bb, 1]) ** 2
-                            + (tm[f, e, 2] - mpos[bb, 2]) ** 2
-                        )
-                        if (
-                            d < 0.99 * reach[e]
-                            and d > 1.01 * inner[e]
-                            and pos_e[e] > tol
-                            and use_pos[e]
-                        ):
-                            inside = True
-                    if inside:
-                        stationary = False
-                        saddle = True
-                        kicks += 1
-            for j in range(n):
-                dq[j] = dof_w[j] * dt[j]
-            if reject:
-                for j in range(n):
-                    dq[j] = dq[j] * scale
-                prev_rot[:] = rot
-            if stationary:
-                dq[:] = 0.0
-            if saddle:
-                prev_r = np.inf
-                for j in range(n):
-                    dq[j] = dof_w[j] * KICK * kick_sign[j]
-                scale = 1.0
-            # the update: R <- R exp(d_post), then R <- exp(d_pre) R (so3.exp_so3)
-            for phase in range(2):
-                for b in range(n_bones):
-                    v0 = 0.0
-                    v1 = 0.0
-                    v2 = 0.0
-                    for j in range(n):
-                        if dof_bone[j] == b and dof_pre[j] == (phase == 1):
-                            if dof_axis[j] == 0:
-                                v0 = dq[j]
-                            elif dof_axis[j] == 1:
-                                v1 = dq[j]
-                            else:
-                                v2 = dq[j]
-                    theta2 = v0 * v0 + v1 * v1 + v2 * v2
-                    if theta2 < 1e-12:
-                        ca = 1.0 - theta2 / 6.0
-                        cb = 0.5 - theta2 / 24.0
-                        cc = 1.0 - theta2 / 2.0
-                    else:
-                        th = math.sqrt(theta2)
-                        ca = math.sin(th) / th
-                        cb = (1.0 - math.cos(th)) / (th * th)
-                        cc = math.cos(th)
-                    ex00 = cc * 1.0 + ca * 0.0 + cb * (v0 * v0)
-                    ex01 = cc * 0.0 + ca * -v2 + cb * (v0 * v1)
-                    ex02 = cc * 0.0 + ca * v1 + cb * (v0 * v2)
-                    ex10 = cc * 0.0 + ca * v2 + cb * (v1 * v0)
-                    ex11 = cc * 1.0 + ca * 0.0 + cb * (v1 * v1)
-                    ex12 = cc * 0.0 + ca * -v0 + cb * (v1 * v2)
-                    ex20 = cc * 0.0 + ca * -v1 + cb * (v2 * v0)
-                    ex21 = cc * 0.0 + ca * v0 + cb * (v2 * v1)
-                    ex22 = cc * 1.0 + ca * 0.0 + cb * (v2 * v2)
-                    for i in range(3):
-                        for j in range(3):
-                            tmp[i, j] = rot[b, i, j]
-                    if phase == 0:  # R exp(v)
-                        for i in range(3):
-                            rot[b, i, 0] = tmp[i, 0] * ex00 + tmp[i, 1] * ex10 + tmp[i, 2] * ex20
-                            rot[b, i, 1] = tmp[i, 0] * ex01 + tmp[i, 1] * ex11 + tmp[i, 2] * ex21
-                            rot[b, i, 2] = tmp[i, 0] * ex02 + tmp[i, 1] * ex12 + tmp[i, 2] * ex22
-                    else:  # exp(v) R
-                        for j in range(3):
-                            rot[b, 0, j] = ex00 * tmp[0, j] + ex01 * tmp[1, j] + ex02 * tmp[2, j]
-                            rot[b, 1, j] = ex10 * tmp[0, j] + ex11 * tmp[1, j] + ex12 * tmp[2, j]
-                            rot[b, 2, j] = ex20 * tmp[0, j] + ex21 * tmp[1, j] + ex22 * tmp[2, j]
-            bad = False
-            peak = 0.0
-            for j in range(n):
-                if not math.isfinite(dq[j]):
-                    bad = True
-                peak = max(peak, abs(dq[j]))
-            for b in range(n_bones):
-                for i in range(3):
-                    for j in range(3):
-                        if not math.isfinite(rot[b, i, j]):
-                            bad = True
-            if bad:
-                why = FAILED
-                it = k
-                break
-            if stationary:
-                why = STATIONARY
-                it = k
-                break
-            if peak < step_tol:  # Sugihara's stop (a)
+        if p < 0:
+            for i in range(3):
+                mpos[b, i] = local_pos[f, b, i]
+                for j in range(3):
+                    mrot[b, i, j] = tmp[i, j]
+        else:
+            for i in range(3):
+                mpos[b, i] = mpos[p, i] + (
+                    mrot[p, i, 0] * local_pos[f, b, 0]
+                    + mrot[p, i, 1] * local_pos[f, b, 1]
+                    + mrot[p, i, 2] * local_pos[f, b, 2]
+                )
+                for j in range(3):
+                    mrot[b, i, j] = (
+                        mrot[p, i, 0] * tmp[0, j]
+                        + mrot[p, i, 1] * tmp[1, j]
+                        + mrot[p, i, 2] * tmp[2, j]
+                    )
+
+
+@_piece
+def _errors(f, e, rig, fr, ru, w):
+    """Effector ``e``'s point, its position and orientation errors and their norms."""
+    b = rig.eff_bone[e]
+    mrot, pts, err, lin, tmp = w.mrot, w.pts, w.err, fr.lin, w.tmp
+    for i in range(3):
+        pts[e, i] = (
+            w.mpos[b, i]
+            + fr.eff_shift[f, e] * mrot[b, i, 1]
+            + (
+                mrot[b, i, 0] * rig.eff_off[e, 0]
+                + mrot[b, i, 1] * rig.eff_off[e, 1]
+                + mrot[b, i, 2] * rig.eff_off[e, 2]
+            )
+        )
+    for i in range(3):
+        world = (
+            lin[f, i, 0] * pts[e, 0] + lin[f, i, 1] * pts[e, 1] + lin[f, i, 2] * pts[e, 2]
+        ) + fr.trans[f, i]
+        err[e, i] = fr.target[f, e, i] - world
+    if ru.any_rot:
+        # Sugihara eq. 1: a(R_target R^T) in model space (so3.angle_axis)
+        for i in range(3):
+            for j in range(3):
+                tmp[i, j] = (
+                    fr.rot_target[f, e, i, 0] * mrot[b, j, 0]
+                    + fr.rot_target[f, e, i, 1] * mrot[b, j, 1]
+                    + fr.rot_target[f, e, i, 2] * mrot[b, j, 2]
+                )
+        _angle_axis(tmp, err, e)
+    else:
+        err[e, 3] = 0.0
+        err[e, 4] = 0.0
+        err[e, 5] = 0.0
+    w.pos_e[e] = math.sqrt(err[e, 0] ** 2 + err[e, 1] ** 2 + err[e, 2] ** 2)
+    w.rot_e[e] = math.sqrt(err[e, 3] ** 2 + err[e, 4] ** 2 + err[e, 5] ** 2)
+
+
+@_piece
+def _angle_axis(tmp, err, e):
+    """``err[e, 3:]`` = the angle-axis vector of the rotation ``tmp`` (so3.angle_axis)."""
+    lx = tmp[2, 1] - tmp[1, 2]
+    ly = tmp[0, 2] - tmp[2, 0]
+    lz = tmp[1, 0] - tmp[0, 1]
+    trace = tmp[0, 0] + tmp[1, 1] + tmp[2, 2]
+    l_norm = math.sqrt(lx * lx + ly * ly + lz * lz)
+    angle = math.atan2(l_norm, trace - 1.0)
+    if trace < 1.0:
+        cos_t = (trace - 1.0) / 2.0
+        col = 0
+        best_d = -np.inf
+        for c in range(3):
+            d = (tmp[c, c] - cos_t) / (1.0 - cos_t)
+            if d > best_d:
+                best_d = d
+                col = c
+        ax0 = (0.5 * (tmp[0, col] + tmp[col, 0]) - (cos_t if col == 0 else 0.0)) / (1.0 - cos_t)
+        ax1 = (0.5 * (tmp[1, col] + tmp[col, 1]) - (cos_t if col == 1 else 0.0)) / (1.0 - cos_t)
+        ax2 = (0.5 * (tmp[2, col] + tmp[col, 2]) - (cos_t if col == 2 else 0.0)) / (1.0 - cos_t)
+        nrm = math.sqrt(ax0 * ax0 + ax1 * ax1 + ax2 * ax2)
+        ax0, ax1, ax2 = ax0 / nrm, ax1 / nrm, ax2 / nrm
+        sign = -1.0 if ax0 * lx + ax1 * ly + ax2 * lz < 0.0 else 1.0
+        err[e, 3] = sign * angle * ax0
+        err[e, 4] = sign * angle * ax1
+        err[e, 5] = sign * angle * ax2
+    else:
+        sc = 0.0 if l_norm < 1e-300 else angle / l_norm
+        err[e, 3] = sc * lx
+        err[e, 4] = sc * ly
+        err[e, 5] = sc * lz
+
+
+@_piece
+def _stop_tests(f, stuck, k, r, met, prev_r, prev2_r, diverging, rig, fr, ru, w):
+    """(why the frame stops or RUNNING, whether only goals out of reach are unmet); stuck: the
+    stagnation test applies (not on the first iteration, nor right after an undone step);
+    diverging: the residual rose ``divergence_count`` times in a row."""
+    why = CONVERGED if met else RUNNING
+    beyond = False  # only goals out of reach are unmet (no gradient stop: solve.py)
+    if ru.bounded and why == RUNNING:
+        done, beyond = _bound_test(f, rig, fr, ru, w)
+        if done:
+            why = STATIONARY
+    if k > 0:
+        floor = ru.stagnation * max(r, 1e-300)
+        stagnant = ru.stagnation > 0 and (abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor)
+        if why == RUNNING:
+            if stagnant and stuck:
                 why = STAGNATED
-                it = k + 1
-                break
-        rot_start[f] = best  # (the start poses' array is the output)
-        out_pos[f] = best_pos
-        out_roterr[f] = best_rot
-        out_it[f] = it
-        out_reason[f] = why
+            elif diverging:
+                why = DIVERGED
+    if k == ru.max_iter and why == RUNNING:
+        why = CONVERGED if met else MAX_ITERATIONS
+    return why, beyond
+
+
+@_piece
+def _bound_test(f, rig, fr, ru, w):
+    """(every goal met or within the tolerance of its lower bound: no better pose, only goals
+    out of reach are unmet)."""
+    done = True
+    beyond = True
+    mpos, tm, pos_e, rot_e, tol_pos, tol_rot = (
+        w.mpos,
+        fr.tm,
+        w.pos_e,
+        w.rot_e,
+        ru.tol_pos,
+        ru.tol_rot,
+    )
+    for e in range(pos_e.shape[0]):
+        if rot_e[e] > tol_rot[e]:
+            done = False
+        lb = 0.0
+        if rig.fixed[e]:
+            bb = rig.reach_base[e]
+            d = math.sqrt(
+                (tm[f, e, 0] - mpos[bb, 0]) ** 2
+                + (tm[f, e, 1] - mpos[bb, 1]) ** 2
+                + (tm[f, e, 2] - mpos[bb, 2]) ** 2
+            )
+            lb = max(max(d - rig.reach[e], rig.inner[e] - d), 0.0) * fr.lin_min[f]
+        if pos_e[e] > max(tol_pos[e], lb + BOUND_SLACK * ru.tol):
+            done = False
+        if rot_e[e] > tol_rot[e] or (pos_e[e] > tol_pos[e] and not lb > 0):
+            beyond = False
+    return done, beyond
+
+
+@_piece
+def _damped_step(r2, f, rig, fr, ru, w):
+    """``w.dt`` = J~^T (J~ J~^T + lambda^2 I)^-1 e~ by Cholesky on the smaller normal matrix;
+    False when that matrix is not positive definite (the frame goes back to numpy)."""
+    _jacobian(f, rig, fr, ru, w)
+    jw, jac, rows, sqrt_w, dof_w = w.jw, w.jac, rig.rows, rig.sqrt_w, rig.dof_w
+    m, n = jw.shape
+    for i in range(m):
+        for j in range(n):
+            jw[i, j] = jac[rows[i], j] * sqrt_w[i] * dof_w[j]
+    energy = 0.5 * r2
+    lam2 = ru.lam_a * energy + ru.lam_b
+    _normal_matrix(jw, lam2, w.normal)
+    if not _cholesky(w.normal, w.low):
+        return False
+    _solve_normal(w)
+    return True
+
+
+@_piece
+def _jacobian(f, rig, fr, ru, w):
+    """The Jacobian ``w.jac`` (model space; world position rows)."""
+    jac, mrot, mpos, pts, tmp, rest_rot, lin = (
+        w.jac,
+        w.mrot,
+        w.mpos,
+        w.pts,
+        w.tmp,
+        rig.rest_rot,
+        fr.lin,
+    )
+    jac[:] = 0.0
+    for j in range(rig.dof_bone.shape[0]):
+        b = rig.dof_bone[j]
+        a = rig.dof_axis[j]
+        p = rig.parents[b]
+        if rig.dof_pre[j]:  # the axis of the frame before the bone's rotation
+            for i in range(3):
+                if p < 0:
+                    tmp[i, 0] = rest_rot[b, i, a]
+                else:
+                    tmp[i, 0] = (
+                        mrot[p, i, 0] * rest_rot[b, 0, a]
+                        + mrot[p, i, 1] * rest_rot[b, 1, a]
+                        + mrot[p, i, 2] * rest_rot[b, 2, a]
+                    )
+            x0, x1, x2 = tmp[0, 0], tmp[1, 0], tmp[2, 0]
+        else:
+            x0, x1, x2 = mrot[b, 0, a], mrot[b, 1, a], mrot[b, 2, a]
+        for e in range(rig.eff_bone.shape[0]):
+            if not rig.dof_moves[e, j]:
+                continue
+            v0 = pts[e, 0] - mpos[b, 0]
+            v1 = pts[e, 1] - mpos[b, 1]
+            v2 = pts[e, 2] - mpos[b, 2]
+            c0 = x1 * v2 - x2 * v1
+            c1 = x2 * v0 - x0 * v2
+            c2 = x0 * v1 - x1 * v0
+            if ru.identity:
+                jac[e * 6 + 0, j] = c0
+                jac[e * 6 + 1, j] = c1
+                jac[e * 6 + 2, j] = c2
+            else:
+                for i in range(3):
+                    jac[e * 6 + i, j] = lin[f, i, 0] * c0 + lin[f, i, 1] * c1 + lin[f, i, 2] * c2
+            jac[e * 6 + 3, j] = x0
+            jac[e * 6 + 4, j] = x1
+            jac[e * 6 + 5, j] = x2
+
+
+@_piece
+def _normal_matrix(jw, lam2, normal):
+    """The lower triangle of J~ J~^T + lam2 I (m <= n) or J~^T J~ + lam2 I."""
+    m, n = jw.shape
+    small = m <= n
+    for i in range(normal.shape[0]):
+        for j in range(i + 1):
+            s = 0.0
+            if small:
+                for c in range(n):
+                    s += jw[i, c] * jw[j, c]
+            else:
+                for c in range(m):
+                    s += jw[c, i] * jw[c, j]
+            normal[i, j] = s
+        normal[i, i] += lam2
+
+
+@_piece
+def _cholesky(normal, low):
+    """``low`` = L of normal = L L^T; False when ``normal`` is not positive definite."""
+    for i in range(normal.shape[0]):
+        for j in range(i + 1):
+            s = normal[i, j]
+            for c in range(j):
+                s -= low[i, c] * low[j, c]
+            if i == j:
+                if not s > 0.0:
+                    return False
+                low[i, i] = math.sqrt(s)
+            else:
+                low[i, j] = s / low[j, j]
+    return True
+
+
+@_piece
+def _solve_normal(w):
+    """``w.dt`` from the Cholesky factor ``w.low``: the two triangular solves, then J~^T."""
+    jw, ew, low, rhs, z, dt = w.jw, w.ew, w.low, w.rhs, w.z, w.dt
+    m, n = jw.shape
+    small = m <= n
+    k_dim = low.shape[0]
+    for i in range(k_dim):
+        if small:
+            rhs[i] = ew[i]
+        else:
+            s = 0.0
+            for c in range(m):
+                s += jw[c, i] * ew[c]
+            rhs[i] = s
+    for i in range(k_dim):  # L y = rhs
+        s = rhs[i]
+        for c in range(i):
+            s -= low[i, c] * z[c]
+        z[i] = s / low[i, i]
+    for i in range(k_dim - 1, -1, -1):  # L^T x = y
+        s = z[i]
+        for c in range(i + 1, k_dim):
+            s -= low[c, i] * z[c]
+        z[i] = s / low[i, i]
+    if small:
+        for j in range(n):
+            s = 0.0
+            for i in range(m):
+                s += jw[i, j] * z[i]
+            dt[j] = s
+    else:
+        for j in range(n):
+            dt[j] = z[j]
+
+
+@_piece
+def _stationary(f, r, met, beyond, scale, may_kick, rig, fr, ru, w):
+    """(at a stationary point: the gradient J~^T e~ small against |J~| |e~|, or no step found
+    that lowers the error; at a saddle instead: bend the chain, once)."""
+    stationary = False
+    saddle = False
+    if ru.grad_tol > 0:
+        jw, ew = w.jw, w.ew
+        g2 = 0.0
+        jf = 0.0
+        for j in range(jw.shape[1]):
+            s = 0.0
+            for i in range(jw.shape[0]):
+                s += jw[i, j] * ew[i]
+                jf += jw[i, j] * jw[i, j]
+            g2 += s * s
+        size = math.sqrt(jf) * r
+        stationary = (not met) and (
+            (math.sqrt(g2) <= ru.grad_tol * size and not beyond) or scale < MIN_STEP_SCALE
+        )
+        if stationary and may_kick and _in_reach_unmet(f, rig, fr, ru, w):
+            stationary = False
+            saddle = True
+    return stationary, saddle
+
+
+@_piece
+def _in_reach_unmet(f, rig, fr, ru, w):
+    """A saddle, not a minimum: an unmet position goal's target is within its reach."""
+    tm, mpos, pos_e, reach, inner, use_pos = (
+        fr.tm,
+        w.mpos,
+        w.pos_e,
+        rig.reach,
+        rig.inner,
+        rig.use_pos,
+    )
+    inside = False
+    for e in range(reach.shape[0]):
+        bb = rig.reach_base[e]
+        d = math.sqrt(
+            (tm[f, e, 0] - mpos[bb, 0]) ** 2
+            + (tm[f, e, 1] - mpos[bb, 1]) ** 2
+            + (tm[f, e, 2] - mpos[bb, 2]) ** 2
+        )
+        if d < 0.99 * reach[e] and d > 1.01 * inner[e] and pos_e[e] > ru.tol and use_pos[e]:
+            inside = True
+    return inside
+
+
+@_piece
+def _joint_step(rig, ru, w, scale, stationary, saddle):
+    """``w.dq``: the step W_q^1/2 dt at the current length, none at a stationary point, the
+    fixed small turn of every free DOF at a saddle."""
+    dq, dt, dof_w, kick_sign = w.dq, w.dt, rig.dof_w, rig.kick_sign
+    for j in range(dq.shape[0]):
+        dq[j] = dof_w[j] * dt[j]
+    if ru.reject:
+        for j in range(dq.shape[0]):
+            dq[j] = dq[j] * scale
+    if stationary:
+        dq[:] = 0.0
+    if saddle:
+        for j in range(dq.shape[0]):
+            dq[j] = dof_w[j] * KICK * kick_sign[j]
+
+
+@_piece
+def _rotate(rig, w):
+    """The update: R <- R exp(d_post), then R <- exp(d_pre) R (so3.exp_so3)."""
+    rot, tmp, dq, dof_bone, dof_axis, dof_pre = (
+        w.rot,
+        w.tmp,
+        w.dq,
+        rig.dof_bone,
+        rig.dof_axis,
+        rig.dof_pre,
+    )
+    for phase in range(2):
+        for b in range(rot.shape[0]):
+            v0 = 0.0
+            v1 = 0.0
+            v2 = 0.0
+            for j in range(dq.shape[0]):
+                if dof_bone[j] == b and dof_pre[j] == (phase == 1):
+                    if dof_axis[j] == 0:
+                        v0 = dq[j]
+                    elif dof_axis[j] == 1:
+                        v1 = dq[j]
+                    else:
+                        v2 = dq[j]
+            ex00, ex01, ex02, ex10, ex11, ex12, ex20, ex21, ex22 = _exp_so3(v0, v1, v2)
+            for i in range(3):
+                for j in range(3):
+                    tmp[i, j] = rot[b, i, j]
+            if phase == 0:  # R exp(v)
+                for i in range(3):
+                    rot[b, i, 0] = tmp[i, 0] * ex00 + tmp[i, 1] * ex10 + tmp[i, 2] * ex20
+                    rot[b, i, 1] = tmp[i, 0] * ex01 + tmp[i, 1] * ex11 + tmp[i, 2] * ex21
+                    rot[b, i, 2] = tmp[i, 0] * ex02 + tmp[i, 1] * ex12 + tmp[i, 2] * ex22
+            else:  # exp(v) R
+                for j in range(3):
+                    rot[b, 0, j] = ex00 * tmp[0, j] + ex01 * tmp[1, j] + ex02 * tmp[2, j]
+                    rot[b, 1, j] = ex10 * tmp[0, j] + ex11 * tmp[1, j] + ex12 * tmp[2, j]
+                    rot[b, 2, j] = ex20 * tmp[0, j] + ex21 * tmp[1, j] + ex22 * tmp[2, j]
+
+
+@_piece
+def _exp_so3(v0, v1, v2):
+    """The rotation exp([v]x), row by row (Rodrigues; its Taylor series for tiny angles)."""
+    theta2 = v0 * v0 + v1 * v1 + v2 * v2
+    if theta2 < 1e-12:
+        ca = 1.0 - theta2 / 6.0
+        cb = 0.5 - theta2 / 24.0
+        cc = 1.0 - theta2 / 2.0
+    else:
+        th = math.sqrt(theta2)
+        ca = math.sin(th) / th
+        cb = (1.0 - math.cos(th)) / (th * th)
+        cc = math.cos(th)
+    return (
+        cc * 1.0 + ca * 0.0 + cb * (v0 * v0),
+        cc * 0.0 + ca * -v2 + cb * (v0 * v1),
+        cc * 0.0 + ca * v1 + cb * (v0 * v2),
+        cc * 0.0 + ca * v2 + cb * (v1 * v0),
+        cc * 1.0 + ca * 0.0 + cb * (v1 * v1),
+        cc * 0.0 + ca * -v0 + cb * (v1 * v2),
+        cc * 0.0 + ca * -v1 + cb * (v2 * v0),
+        cc * 0.0 + ca * v0 + cb * (v2 * v1),
+        cc * 1.0 + ca * 0.0 + cb * (v2 * v2),
+    )
+
+
+@_piece
+def _finite_peak(dq, rot):
+    """(some step or pose entry is NaN or infinite, the largest |dq|)."""
+    bad = False
+    peak = 0.0
+    for j in range(dq.shape[0]):
+        if not math.isfinite(dq[j]):
+            bad = True
+        peak = max(peak, abs(dq[j]))
+    for b in range(rot.shape[0]):
+        for i in range(3):
+            for j in range(3):
+                if not math.isfinite(rot[b, i, j]):
+                    bad = True
+    return bad, peak

@@ -22,15 +22,23 @@ from .balance import balance_distance, balance_rows, prepare_balance
 from .curvature import SLOW, second_order_step
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
-from .kernel import (  # the stop constants of all three loops
-    BOUND_SLACK,
-    DAMPING,
-    KICK,
-    MIN_STEP_SCALE,
-)
+from .kernel import DAMPING
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
 from .skeleton import Kinematics, Pose, Skeleton
 from .so3 import Array, angle_axis, mul, rotate
+from .stops import (
+    BOUND_SLACK,
+    CONVERGED,
+    DIVERGED,
+    FAILED,
+    KICK,
+    MAX_ITERATIONS,
+    MIN_STEP_SCALE,
+    REASONS,
+    RUNNING,
+    STAGNATED,
+    STATIONARY,
+)
 
 MODES = ("converge", "track")
 NULLSPACE = ("none", "exact", "damped")
@@ -429,14 +437,14 @@ def _iterate_compiled(
     except kernel.KernelUnavailable:
         return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
     frames = g.frames
-    last = raw["last"]
-    hist = raw["history"][: int(last.max()) + 1]
+    last = raw.last
+    hist = raw.history[: int(last.max()) + 1]
     held = np.arange(len(hist))[:, None] > last[None, :]
     hist = np.where(held, hist[last, np.arange(frames)], hist)
-    pose = Pose(raw["rotations"], start.locations.copy(), start.stretch.copy())
-    reason = raw["reason"]
+    pose = Pose(raw.rotations, start.locations.copy(), start.stretch.copy())
+    reason = raw.reason
     result = SolveResult(
-        pose, raw["pos"], raw["rot"], raw["iterations"], REASONS[np.minimum(reason, 6)], hist, 0.0
+        pose, raw.pos, raw.rot, raw.iterations, REASONS[np.minimum(reason, 6)], hist, 0.0
     )
     back = np.flatnonzero(reason == kernel.FALLBACK)
     if back.size:
@@ -643,10 +651,6 @@ BALANCE_TOLERANCE = 10.0
 """and is above this many times the goals' tolerance (0.1 mm at the default 1e-5 m): the centre
 of mass need not be placed as exactly as a hand."""
 
-REASONS = np.array(
-    ["", "converged", "stagnated", "diverged", "max_iterations", "failed", "stationary"]
-)
-_RUNNING, _CONVERGED, _STAGNATED, _DIVERGED, _MAX_ITERATIONS, _FAILED, _STATIONARY = range(7)
 STACK_LIMIT = 64
 """In converge mode, up to this many (frame, tree) pairs the trees are batch elements of one
 call on the whole skeleton (live posing: the fewest numpy calls); above it, and in track mode,
@@ -742,7 +746,7 @@ def _iterate(
 
     final = start.copy()
     iterations = np.zeros(frames, dtype=np.intp)
-    reason = np.full(frames, _MAX_ITERATIONS)
+    reason = np.full(frames, MAX_ITERATIONS)
     pos_out = np.zeros((frames, n_eff))
     rot_out = np.zeros((frames, n_eff))
     history: list[tuple[NDArray[np.intp], Array]] = []
@@ -839,7 +843,7 @@ def _iterate(
             a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
         a.prev_pos = err.pos
 
-        why = np.where(met & ~settling, _CONVERGED, _RUNNING)
+        why = np.where(met & ~settling, CONVERGED, RUNNING)
         beyond = np.zeros(len(r), dtype=bool)  # only goals out of reach are unmet
         if bounded:
             # every goal met or within the tolerance of its lower bound (out of reach): no
@@ -848,7 +852,7 @@ def _iterate(
             lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
             done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
             done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
-            why[done] = _STATIONARY
+            why[done] = STATIONARY
             # these go on to their bounds: the gradient test would stop them short (it is
             # small long before the chain is straight)
             beyond = np.all((err.pos <= tol_pos) | (lb > 0), axis=1)
@@ -864,12 +868,12 @@ def _iterate(
                 & ((np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor))
             )
             why = np.where(
-                (why != _RUNNING) | settling,
+                (why != RUNNING) | settling,
                 why,
                 np.where(
                     stagnant,
-                    _STAGNATED,
-                    np.where(a.rises >= st.divergence_count, _DIVERGED, _RUNNING),
+                    STAGNATED,
+                    np.where(a.rises >= st.divergence_count, DIVERGED, RUNNING),
                 ),
             )
         if problem.balance or problem.sec_rows.size:
@@ -877,15 +881,15 @@ def _iterate(
             # short of its goals with them on (they can fight: null-space steps are linear, a
             # pole's swivel point is fixed while a free root moves) goes on without them, from
             # where it is
-            retry = ((why == _STAGNATED) | (why == _DIVERGED)) & a.sec_on & ~met
+            retry = ((why == STAGNATED) | (why == DIVERGED)) & a.sec_on & ~met
             if np.any(retry):
-                why[retry] = _RUNNING
+                why[retry] = RUNNING
                 a.sec_on[retry] = False
                 a.rises[retry] = 0
                 a.prev_r = np.where(retry, np.inf, a.prev_r)
         if k == max_iter:
-            why = np.where(why != _RUNNING, why, np.where(met, _CONVERGED, _MAX_ITERATIONS))
-        stop = why != _RUNNING
+            why = np.where(why != RUNNING, why, np.where(met, CONVERGED, MAX_ITERATIONS))
+        stop = why != RUNNING
         if np.any(stop):
             finish(np.flatnonzero(stop), why[stop], k)
             keep = np.flatnonzero(~stop)
@@ -1017,14 +1021,14 @@ def _iterate(
         # Sugihara's stop (a): every component of the step below step_tolerance
         tiny = ~bad & ~stationary & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
         if not track and np.any(bad | tiny | stationary):  # never let NaN into a pose
-            finish(np.flatnonzero(bad), _FAILED, k)
-            finish(np.flatnonzero(tiny), _STAGNATED, k + 1)
-            finish(np.flatnonzero(stationary & ~bad), _STATIONARY, k)
+            finish(np.flatnonzero(bad), FAILED, k)
+            finish(np.flatnonzero(tiny), STAGNATED, k + 1)
+            finish(np.flatnonzero(stationary & ~bad), STATIONARY, k)
             a.keep(np.flatnonzero(~(bad | tiny | stationary)))
             if len(a.index) == 0:
                 break
         elif np.any(bad):
-            finish(np.flatnonzero(bad), _FAILED, k)
+            finish(np.flatnonzero(bad), FAILED, k)
             a.keep(np.flatnonzero(~bad))
             if len(a.index) == 0:
                 break
