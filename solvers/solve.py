@@ -686,6 +686,7 @@ class _Active:
     tm: Array | None  # (F, E, 3) targets in model space, for the goals' lower bounds
     lin_min: Array | None  # (F,) smallest singular value of the armature's world matrix
     state: dict[str, Array]
+    newton: Array | None = None  # this step's Newton damping per frame, NaN: the method's step
 
     def keep(self, idx: NDArray[np.intp]) -> None:
         self.index = self.index[idx]
@@ -738,20 +739,111 @@ def _iterate(
     no stagnation or divergence stops, the last pose (not the best) is kept, and ``carry``
     hands the method's state and the adaptive clamp on to the next frame.
     """
-    skel, st = problem.skel, problem.settings
-    frames, n_eff, n = goals.frames, skel.n_effectors, skel.n_dofs
-    rotational = skel.dof_rotational
     carry = carry if carry is not None else {}
     bounded = problem.bounded and not track
-
-    final = start.copy()
-    iterations = np.zeros(frames, dtype=np.intp)
-    reason = np.full(frames, MAX_ITERATIONS)
-    pos_out = np.zeros((frames, n_eff))
-    rot_out = np.zeros((frames, n_eff))
-    history: list[tuple[NDArray[np.intp], Array]] = []
+    out = _Output.start(start, goals.frames, problem.skel.n_effectors)
     stats: dict[str, list[float]] = {}
-    a = _Active(
+    a = _start(problem, method, goals, start, carry, bounded)
+    reject = problem.settings.reject_rising_steps and not track
+    # the damped Newton step's damping (the method's constant term), None: no such step
+    damping = DAMPING.get(method.name)
+    newton = None
+    if problem.settings.second_order and damping is not None and not track:
+        newton = damping(method.params)[1]
+    for k in range(max_iter + 1):
+        tol_pos, tol_rot = problem.tolerances(a.goals)
+        kin, err, undone = _evaluate(problem, a, tol_pos, tol_rot, reject and k > 0)
+        out.history.append((a.index, err.residual))
+        met = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
+        settling = _keep_best(problem, a, kin, err, met, track, k)
+        why, beyond = _stop_tests(
+            problem, a, kin, err, (tol_pos, tol_rot), (met, settling, undone), bounded, track, k
+        )
+        if k == max_iter:
+            why = np.where(why != RUNNING, why, np.where(met, CONVERGED, MAX_ITERATIONS))
+        stop = why != RUNNING
+        if np.any(stop):
+            out.finish(a, np.flatnonzero(stop), why[stop], k)
+            keep = np.flatnonzero(~stop)
+            if len(keep) == 0:
+                break
+            a.keep(keep)
+            kin = _take_kin(kin, keep)
+            err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], err.residual[keep])
+            met, beyond, undone = met[keep], beyond[keep], undone[keep]
+        a.prev2_r, a.prev_r = a.prev_r, err.residual
+        if newton is not None:
+            # frames that converge linearly (a goal out of reach, or a step that gained
+            # little) take the damped Newton step (solvers/curvature.py); after an undone
+            # step, the method's own
+            slow = ~met & ~undone & (beyond | (err.residual > SLOW * a.prev2_r))
+            a.newton = np.where(slow, newton, np.nan)
+        dq, stationary = _step(problem, method, a, kin, err, met, beyond, track, reject, stats)
+        if not _update(problem, a, out, dq, stationary, track, k):
+            break
+    carry["method"], carry["dmax"], carry["prev_pos"] = a.state, a.dmax, a.prev_pos
+    return out.result(stats)
+
+
+@dataclass
+class _Output:
+    """``_iterate``'s results, written as frames stop."""
+
+    final: Pose
+    iterations: NDArray[np.intp]
+    reason: NDArray[np.intp]
+    pos: Array
+    rot: Array
+    history: list[tuple[NDArray[np.intp], Array]]  # (frames still iterating, their residuals)
+
+    @classmethod
+    def start(cls, start: Pose, frames: int, n_eff: int) -> _Output:
+        return cls(
+            start.copy(),
+            np.zeros(frames, dtype=np.intp),
+            np.full(frames, MAX_ITERATIONS),
+            np.zeros((frames, n_eff)),
+            np.zeros((frames, n_eff)),
+            [],
+        )
+
+    def finish(
+        self, a: _Active, idx: NDArray[np.intp], why: NDArray[np.intp] | int, k: int
+    ) -> None:
+        """Frames ``idx`` of the active ones stop after iteration ``k``: their best pose."""
+        out = a.index[idx]
+        self.final.put(out, a.best.take(idx))
+        self.iterations[out], self.reason[out] = k, why
+        self.pos[out], self.rot[out] = a.best_pos[idx], a.best_rot[idx]
+
+    def result(self, stats: dict[str, list[float]]) -> SolveResult:
+        frames = len(self.iterations)
+        hist = np.zeros((len(self.history), frames))
+        last = np.zeros(frames, dtype=np.intp)
+        for k, (idx, r) in enumerate(self.history):
+            hist[k, idx] = r
+            last[idx] = k
+        held = np.arange(len(self.history))[:, None] > last[None, :]
+        hist = np.where(
+            held, hist[last, np.arange(frames)], hist
+        )  # a stopped frame holds its last value
+        return SolveResult(
+            self.final, self.pos, self.rot, self.iterations, REASONS[self.reason], hist, 0.0, stats
+        )
+
+
+def _start(
+    problem: _Problem,
+    method: Method,
+    goals: PreparedGoals,
+    start: Pose,
+    carry: dict[str, Any],
+    bounded: bool,
+) -> _Active:
+    """The working arrays of every frame at the start."""
+    skel, st = problem.skel, problem.settings
+    frames, n_eff, n = goals.frames, skel.n_effectors, skel.n_dofs
+    return _Active(
         index=np.arange(frames),
         pose=start.copy(),
         goals=goals,
@@ -780,270 +872,344 @@ def _iterate(
         state=carry.get("method", method.initial_state(frames)),
     )
 
-    def finish(idx: NDArray[np.intp], why: NDArray[np.intp] | int, k: int) -> None:
-        out = a.index[idx]
-        final.put(out, a.best.take(idx))
-        iterations[out], reason[out] = k, why
-        pos_out[out], rot_out[out] = a.best_pos[idx], a.best_rot[idx]
 
-    reject = st.reject_rising_steps and not track
-    # the damped Newton step's damping (the method's constant term), None: no such step
-    damping = DAMPING.get(method.name)
-    second = damping(method.params)[1] if st.second_order and damping and not track else None
-    for k in range(max_iter + 1):
-        kin = skel.forward_kinematics(a.pose)
-        err = problem.errors(kin, a.goals)
-        r = err.residual
-        tol_pos, tol_rot = problem.tolerances(a.goals)
-        undone = np.zeros(len(r), dtype=bool)  # the step was undone: the last pose again
-        if reject and k > 0:
-            # a step that raised the error (and lost the goals) is undone and retried at half
-            # the length; within tolerance, null-space tasks (poles, balance) may trade a little
-            met = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
-            # (with the balance on, once the goals were met the latest met pose is kept
-            # anyway, and balance steps may lose the goals for a step: no rejection there)
-            rose = (r > a.prev_r) & ~met & ~a.best_met
-            a.scale = np.where(rose, 0.5 * a.scale, np.minimum(2.0 * a.scale, 1.0))
-            undone = rose
-            if np.any(rose):
-                idx = np.flatnonzero(rose)
-                a.pose.put(idx, a.prev_pose.take(idx))
-                a.colw[idx] = a.prev_colw[idx]  # and a limit the step hit is free again
-                kin = skel.forward_kinematics(a.pose)
-                err = problem.errors(kin, a.goals)
-                r = err.residual
-        history.append((a.index, r))
+def _evaluate(
+    problem: _Problem, a: _Active, tol_pos: Array, tol_rot: Array, reject: bool
+) -> tuple[Kinematics, _Errors, NDArray[np.bool_]]:
+    """Forward kinematics and errors of the active frames' poses; with ``reject``, a step that
+    raised the error (and lost the goals) is undone and retried at half the length first.
+    Also which frames' steps were undone."""
+    skel = problem.skel
+    kin = skel.forward_kinematics(a.pose)
+    err = problem.errors(kin, a.goals)
+    r = err.residual
+    rose = np.zeros(len(r), dtype=bool)
+    if reject:
+        # within tolerance, null-space tasks (poles, balance) may trade a little
         met = np.all(err.pos <= tol_pos, axis=1) & np.all(err.rot <= tol_rot, axis=1)
-        settling = np.zeros(len(r), dtype=bool)
-        better = np.ones(len(r), dtype=bool) if track else r < a.best_r
-        if problem.balance:
-            # a frame whose goals are met goes on while the balance task (in their null space)
-            # still gains more than BALANCE_PROGRESS a step, and keeps its latest met pose
-            bal = a.goals.balance
-            assert bal is not None
-            bal_err = balance_distance(kin, bal, a.goals.lin, a.goals.trans)
-            settling = (
-                met
-                & a.sec_on
-                & (bal_err > BALANCE_TOLERANCE * st.tolerance)
-                & (bal_err < (1 - BALANCE_PROGRESS) * a.prev_bal)
-            )
-            a.prev_bal = np.where(met, bal_err, a.prev_bal)  # progress from met pose to met pose
-            # the latest pose that meets the goals is kept (its balance is the best so far);
-            # once one has, a pose that does not never replaces it
-            better = met | (better & ~a.best_met)
-            a.best_met |= met
-        if np.any(better):
-            idx = np.flatnonzero(better)
-            a.best.put(idx, a.pose.take(idx))
-            a.best_r[idx], a.best_pos[idx], a.best_rot[idx] = r[idx], err.pos[idx], err.rot[idx]
-        if st.clamp_adaptive and a.prev_pos is not None and k > 0:
-            # Buss-Kim section 3: D_max,i = d_i + D_max, d_i how much the last step moved
-            # effector i closer to its target
-            a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
-        a.prev_pos = err.pos
+        # (with the balance on, once the goals were met the latest met pose is kept
+        # anyway, and balance steps may lose the goals for a step: no rejection there)
+        rose = (r > a.prev_r) & ~met & ~a.best_met
+        a.scale = np.where(rose, 0.5 * a.scale, np.minimum(2.0 * a.scale, 1.0))
+        if np.any(rose):
+            idx = np.flatnonzero(rose)
+            a.pose.put(idx, a.prev_pose.take(idx))
+            a.colw[idx] = a.prev_colw[idx]  # and a limit the step hit is free again
+            kin = skel.forward_kinematics(a.pose)
+            err = problem.errors(kin, a.goals)
+    return kin, err, rose
 
-        why = np.where(met & ~settling, CONVERGED, RUNNING)
-        beyond = np.zeros(len(r), dtype=bool)  # only goals out of reach are unmet
-        if bounded:
-            # every goal met or within the tolerance of its lower bound (out of reach): no
-            # pose is better, stop without creeping on toward the straight chain
-            assert a.tm is not None and a.lin_min is not None
-            lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
-            done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
-            done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
-            why[done] = STATIONARY
-            # these go on to their bounds: the gradient test would stop them short (it is
-            # small long before the chain is straight)
-            beyond = np.all((err.pos <= tol_pos) | (lb > 0), axis=1)
-            beyond &= np.all(err.rot <= tol_rot, axis=1) & ~met
-        if not track and k > 0:
-            a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
-            # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
-            # LM can be around an unreachable target)
-            floor = st.stagnation * np.maximum(r, 1e-300)
-            stagnant = (
-                (st.stagnation > 0)
-                & ~undone
-                & ((np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor))
-            )
-            why = np.where(
-                (why != RUNNING) | settling,
-                why,
-                np.where(
-                    stagnant,
-                    STAGNATED,
-                    np.where(a.rises >= st.divergence_count, DIVERGED, RUNNING),
-                ),
-            )
-        if problem.balance or problem.sec_rows.size:
-            # secondary goals (poles) and the balance never cost a goal: a frame that stops
-            # short of its goals with them on (they can fight: null-space steps are linear, a
-            # pole's swivel point is fixed while a free root moves) goes on without them, from
-            # where it is
-            retry = ((why == STAGNATED) | (why == DIVERGED)) & a.sec_on & ~met
-            if np.any(retry):
-                why[retry] = RUNNING
-                a.sec_on[retry] = False
-                a.rises[retry] = 0
-                a.prev_r = np.where(retry, np.inf, a.prev_r)
-        if k == max_iter:
-            why = np.where(why != RUNNING, why, np.where(met, CONVERGED, MAX_ITERATIONS))
-        stop = why != RUNNING
-        if np.any(stop):
-            finish(np.flatnonzero(stop), why[stop], k)
-            keep = np.flatnonzero(~stop)
-            if len(keep) == 0:
-                break
-            a.keep(keep)
-            kin = _take_kin(kin, keep)
-            err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], r[keep])
-            met, beyond, undone = met[keep], beyond[keep], undone[keep]
-        a.prev2_r, a.prev_r = a.prev_r, err.residual
 
-        # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
-        e6 = err.e.copy()
-        if st.clamp_distance is not None:  # ClampMag of each position error (Buss-Kim section 3)
-            limit = a.dmax if st.clamp_adaptive else st.clamp_distance
-            e6[..., :3] *= np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)[
-                ..., None
-            ]
-        jac = skel.jacobian(kin, a.targets_model)
-        if problem.aim.size:
-            ai = problem.aim
-            model_jac = jac[:, ai] if a.targets_model is None else skel.jacobian(kin)[:, ai]
-            _, _, aim_jac = aim_rows(
-                kin.frames_rot[:, ai],
-                kin.points[:, ai],
-                a.goals.targets_model()[:, ai],
-                a.goals.aim[ai],
-                model_jac,
-            )
-        if not problem.identity_base:
-            jac[:, :, :3] = mul(a.goals.lin[:, None], jac[:, :, :3])  # world position rows
-        if problem.aim.size:
-            jac[:, problem.aim] = 0.0
-            jac[:, problem.aim, :2] = aim_jac
-        f_act = len(a.index)
-        jw = (
-            jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
-            * problem.row_weights(a.goals)[:, :, None]
-            * a.colw[:, None, :]
+def _keep_best(
+    problem: _Problem,
+    a: _Active,
+    kin: Kinematics,
+    err: _Errors,
+    met: NDArray[np.bool_],
+    track: bool,
+    k: int,
+) -> NDArray[np.bool_]:
+    """Keep each frame's best pose (in track mode its latest); the frames whose goals are met
+    that go on for the balance (``settling``)."""
+    st, r = problem.settings, err.residual
+    settling = np.zeros(len(r), dtype=bool)
+    better = np.ones(len(r), dtype=bool) if track else r < a.best_r
+    if problem.balance:
+        # a frame whose goals are met goes on while the balance task (in their null space)
+        # still gains more than BALANCE_PROGRESS a step, and keeps its latest met pose
+        bal = a.goals.balance
+        assert bal is not None
+        bal_err = balance_distance(kin, bal, a.goals.lin, a.goals.trans)
+        settling = (
+            met
+            & a.sec_on
+            & (bal_err > BALANCE_TOLERANCE * st.tolerance)
+            & (bal_err < (1 - BALANCE_PROGRESS) * a.prev_bal)
         )
-        ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
-        ctx = StepContext(
-            0.5 * np.einsum("fm,fm->f", ew, ew),
-            problem.blocks,
-            problem.n_blocks,
-            rotational,
-            a.state,
-            stats,
-        )
-        dt = method.step(jw, ew, ctx)
-        if second is not None:
-            # frames that converge linearly (a goal out of reach, or a step that gained
-            # little) take the damped Newton step (solvers/curvature.py); after an undone
-            # step, the method's own
-            slow = ~met & ~undone & (beyond | (err.residual > SLOW * a.prev2_r))
-            if np.any(slow):
-                idx = np.flatnonzero(slow)
-                w_pos = np.zeros((len(idx), n_eff * 6))
-                w_pos[:, problem.rows] = problem.row_weights(a.goals)[idx] ** 2
-                u = w_pos.reshape(-1, n_eff, 6)[..., :3] * e6[idx, :, :3]
-                if not problem.identity_base:
-                    u = np.einsum("fji,fej->fei", a.goals.lin[idx], u)  # to model space
-                kin_s = _take_kin(kin, idx)
-                dt2, ok = second_order_step(skel, kin_s, jw[idx], ew[idx], u, a.colw[idx], second)
-                dt[idx[ok]] = dt2[ok]
-        stationary = np.zeros(f_act, dtype=bool)
-        kick = saddles = np.zeros(f_act, dtype=bool)
-        if not track and st.gradient_tolerance > 0:
-            # a stationary point of the weighted error: J~^T e~ (the gradient) small against
-            # |J~| |e~|, or no step found that lowers the error
-            e_raw = err.e.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
-            grad = np.linalg.norm(np.einsum("fmn,fm->fn", jw, e_raw), axis=1)
-            size = np.linalg.norm(jw.reshape(f_act, -1), axis=1) * np.linalg.norm(e_raw, axis=1)
-            stationary = ~met & (
-                ((grad <= st.gradient_tolerance * size) & ~beyond) | (a.scale < MIN_STEP_SCALE)
-            )
-            # a saddle, not a minimum, when a goal that is in reach is not met (a straight
-            # chain whose target lies along it: the gradient vanishes there): bend the chain a
-            # little, once, and go on
-            saddle = stationary & (a.kicks < 1) & _in_reach_unmet(problem, kin, a.goals, err, st)
-            stationary &= ~saddle
-            a.kicks[saddle] += 1
-            saddles = saddle
-            # with poles on, their null-space step bends the chain toward the pole instead
-            kick = saddle & ~(a.sec_on & (problem.sec_rows.size > 0))
-        if problem.use_nullspace:
-            secondary = None
-            j2s, e2s = [], []
-            if problem.sec_rows.size:
-                w_s = problem.secondary_weights(a.goals) * a.sec_on[:, None]
-                j2s.append(jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows] * w_s[..., None])
-                e2s.append(e6.reshape(f_act, -1)[:, problem.sec_rows] * w_s)
-            if problem.balance:
-                # the centre of mass over the support point (solvers/balance.py)
-                bal = a.goals.balance
-                assert bal is not None
-                e_b, j_b = balance_rows(skel, kin, bal, a.goals.lin, a.goals.trans)
-                # only from poses that meet the goals: a step that loses them is followed by
-                # one without the balance, so the two never settle into a compromise
-                w_b = math.sqrt(bal.weight) * (a.sec_on & met)
-                j2s.append(j_b * w_b[:, None, None])
-                e2s.append(e_b * w_b[:, None])
-            if j2s:
-                j2 = np.concatenate(j2s, axis=1) * a.colw[:, None, :]
-                secondary = (j2, np.concatenate(e2s, axis=1))
-            dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx, dt, secondary)
-        dq = a.colw * dt
-        if st.max_step is not None:
-            dq = clamp_max_abs(dq, st.max_step, rotational)
-        if reject:
-            dq = dq * a.scale[:, None]
-            a.prev_pose, a.prev_colw = a.pose, a.colw.copy()
-        dq[stationary] = 0.0
-        # the step out of a saddle is kept even where it raises the error
-        a.prev_r = np.where(saddles, np.inf, a.prev_r)
-        if np.any(kick):
-            # a fixed small turn of every free DOF, its sign alternating with the bone's depth
-            # and the axis: deterministic, and the same on a tree's own skeleton
-            parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
-            dq[kick] = a.colw[kick] * KICK * np.where(parity, 1.0, -1.0)
-            a.scale[kick] = 1.0
-        a.state = ctx.state
-        a.pose = skel.apply(a.pose, dq)
-        if st.keep_limits:
-            a.colw[skel.clamp_to_limits(a.pose)] = 0.0  # lock a DOF that hit its limit
-        bad = ~(
-            np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3))
-        )
-        # Sugihara's stop (a): every component of the step below step_tolerance
-        tiny = ~bad & ~stationary & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
-        if not track and np.any(bad | tiny | stationary):  # never let NaN into a pose
-            finish(np.flatnonzero(bad), FAILED, k)
-            finish(np.flatnonzero(tiny), STAGNATED, k + 1)
-            finish(np.flatnonzero(stationary & ~bad), STATIONARY, k)
-            a.keep(np.flatnonzero(~(bad | tiny | stationary)))
-            if len(a.index) == 0:
-                break
-        elif np.any(bad):
-            finish(np.flatnonzero(bad), FAILED, k)
-            a.keep(np.flatnonzero(~bad))
-            if len(a.index) == 0:
-                break
+        a.prev_bal = np.where(met, bal_err, a.prev_bal)  # progress from met pose to met pose
+        # the latest pose that meets the goals is kept (its balance is the best so far);
+        # once one has, a pose that does not never replaces it
+        better = met | (better & ~a.best_met)
+        a.best_met |= met
+    if np.any(better):
+        idx = np.flatnonzero(better)
+        a.best.put(idx, a.pose.take(idx))
+        a.best_r[idx], a.best_pos[idx], a.best_rot[idx] = r[idx], err.pos[idx], err.rot[idx]
+    if st.clamp_adaptive and a.prev_pos is not None and k > 0:
+        # Buss-Kim section 3: D_max,i = d_i + D_max, d_i how much the last step moved
+        # effector i closer to its target
+        a.dmax = np.maximum(a.prev_pos - err.pos, 0.0) + (st.clamp_distance or np.inf)
+    a.prev_pos = err.pos
+    return settling
 
-    carry["method"], carry["dmax"], carry["prev_pos"] = a.state, a.dmax, a.prev_pos
-    hist = np.zeros((len(history), frames))
-    last = np.zeros(frames, dtype=np.intp)
-    for k, (idx, r) in enumerate(history):
-        hist[k, idx] = r
-        last[idx] = k
-    held = np.arange(len(history))[:, None] > last[None, :]
-    hist = np.where(
-        held, hist[last, np.arange(frames)], hist
-    )  # a stopped frame holds its last value
-    return SolveResult(final, pos_out, rot_out, iterations, REASONS[reason], hist, 0.0, stats)
+
+def _stop_tests(
+    problem: _Problem,
+    a: _Active,
+    kin: Kinematics,
+    err: _Errors,
+    tols: tuple[Array, Array],
+    states: tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.bool_]],
+    bounded: bool,
+    track: bool,
+    k: int,
+) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+    """(why each frame stops, RUNNING if it goes on; whether only goals out of reach are
+    unmet); ``states``: which frames meet their goals, settle the balance, had a step undone
+    (an undone step repeats the residual exactly: no stagnation test)."""
+    st, r = problem.settings, err.residual
+    met, settling, undone = states
+    tol_pos, tol_rot = tols
+    why = np.where(met & ~settling, CONVERGED, RUNNING)
+    beyond = np.zeros(len(r), dtype=bool)  # only goals out of reach are unmet
+    if bounded:
+        # every goal met or within the tolerance of its lower bound (out of reach): no
+        # pose is better, stop without creeping on toward the straight chain
+        assert a.tm is not None and a.lin_min is not None
+        lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
+        done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
+        done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
+        why[done] = STATIONARY
+        # these go on to their bounds: the gradient test would stop them short (it is
+        # small long before the chain is straight)
+        beyond = np.all((err.pos <= tol_pos) | (lb > 0), axis=1)
+        beyond &= np.all(err.rot <= tol_rot, axis=1) & ~met
+    if not track and k > 0:
+        a.rises = np.where(r > a.prev_r, a.rises + 1, 0)
+        # no progress over one step, or over two (a frame caught in a 2-cycle, as DLS and
+        # LM can be around an unreachable target)
+        floor = st.stagnation * np.maximum(r, 1e-300)
+        stagnant = (
+            (st.stagnation > 0)
+            & ~undone
+            & ((np.abs(a.prev_r - r) <= floor) | (np.abs(a.prev2_r - r) <= floor))
+        )
+        why = np.where(
+            (why != RUNNING) | settling,
+            why,
+            np.where(
+                stagnant,
+                STAGNATED,
+                np.where(a.rises >= st.divergence_count, DIVERGED, RUNNING),
+            ),
+        )
+    if problem.balance or problem.sec_rows.size:
+        # secondary goals (poles) and the balance never cost a goal: a frame that stops
+        # short of its goals with them on (they can fight: null-space steps are linear, a
+        # pole's swivel point is fixed while a free root moves) goes on without them, from
+        # where it is
+        retry = ((why == STAGNATED) | (why == DIVERGED)) & a.sec_on & ~met
+        if np.any(retry):
+            why[retry] = RUNNING
+            a.sec_on[retry] = False
+            a.rises[retry] = 0
+            a.prev_r = np.where(retry, np.inf, a.prev_r)
+    return why, beyond
+
+
+def _step(
+    problem: _Problem,
+    method: Method,
+    a: _Active,
+    kin: Kinematics,
+    err: _Errors,
+    met: NDArray[np.bool_],
+    beyond: NDArray[np.bool_],
+    track: bool,
+    reject: bool,
+    stats: dict[str, list[float]],
+) -> tuple[Array, NDArray[np.bool_]]:
+    """(the step dq of every active frame, the frames at a stationary point: dq = 0)."""
+    skel, st = problem.skel, problem.settings
+    # the step, on the weighted Jacobian J~ = W_E^1/2 J W_q^1/2 (dq = W_q^1/2 dtheta~)
+    e6 = err.e.copy()
+    if st.clamp_distance is not None:  # ClampMag of each position error (Buss-Kim section 3)
+        limit = a.dmax if st.clamp_adaptive else st.clamp_distance
+        e6[..., :3] *= np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)[
+            ..., None
+        ]
+    jac, jw = _weighted_jacobian(problem, a, kin)
+    f_act = len(a.index)
+    ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
+    ctx = StepContext(
+        0.5 * np.einsum("fm,fm->f", ew, ew),
+        problem.blocks,
+        problem.n_blocks,
+        skel.dof_rotational,
+        a.state,
+        stats,
+    )
+    dt = method.step(jw, ew, ctx)
+    if a.newton is not None:
+        _newton_step(problem, a, kin, e6, jw, ew, dt)
+    stationary = np.zeros(f_act, dtype=bool)
+    kick = saddles = np.zeros(f_act, dtype=bool)
+    if not track and st.gradient_tolerance > 0:
+        stationary, saddles, kick = _stationary(problem, a, kin, err, jw, met, beyond)
+    if problem.use_nullspace:
+        secondary = _secondary_rows(problem, a, kin, jac, e6, met)
+        dt = dt + _nullspace_term(problem, method, a.pose, jw, a.colw, ctx, dt, secondary)
+    dq = a.colw * dt
+    if st.max_step is not None:
+        dq = clamp_max_abs(dq, st.max_step, skel.dof_rotational)
+    if reject:
+        dq = dq * a.scale[:, None]
+        a.prev_pose, a.prev_colw = a.pose, a.colw.copy()
+    dq[stationary] = 0.0
+    # the step out of a saddle is kept even where it raises the error
+    a.prev_r = np.where(saddles, np.inf, a.prev_r)
+    if np.any(kick):
+        # a fixed small turn of every free DOF, its sign alternating with the bone's depth
+        # and the axis: deterministic, and the same on a tree's own skeleton
+        parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
+        dq[kick] = a.colw[kick] * KICK * np.where(parity, 1.0, -1.0)
+        a.scale[kick] = 1.0
+    a.state = ctx.state
+    return dq, stationary
+
+
+def _newton_step(
+    problem: _Problem, a: _Active, kin: Kinematics, e6: Array, jw: Array, ew: Array, dt: Array
+) -> None:
+    """Replace ``dt`` by the damped Newton step (solvers/curvature.py) on the frames whose
+    ``a.newton`` (its damping) is set, where that step exists."""
+    assert a.newton is not None
+    idx = np.flatnonzero(np.isfinite(a.newton))
+    if len(idx) == 0:
+        return
+    n_eff = problem.skel.n_effectors
+    w_pos = np.zeros((len(idx), n_eff * 6))
+    w_pos[:, problem.rows] = problem.row_weights(a.goals)[idx] ** 2
+    u = w_pos.reshape(-1, n_eff, 6)[..., :3] * e6[idx, :, :3]
+    if not problem.identity_base:
+        u = np.einsum("fji,fej->fei", a.goals.lin[idx], u)  # to model space
+    mu = float(a.newton[idx[0]])  # the same for every frame
+    step, ok = second_order_step(
+        problem.skel, _take_kin(kin, idx), jw[idx], ew[idx], u, a.colw[idx], mu
+    )
+    dt[idx[ok]] = step[ok]
+
+
+def _weighted_jacobian(problem: _Problem, a: _Active, kin: Kinematics) -> tuple[Array, Array]:
+    """(the Jacobian J, (F, E, 6, n) with world position rows and aim goals' rows; the
+    weighted J~ of the rows solved for)."""
+    skel = problem.skel
+    n_eff, n = skel.n_effectors, skel.n_dofs
+    jac = skel.jacobian(kin, a.targets_model)
+    if problem.aim.size:
+        ai = problem.aim
+        model_jac = jac[:, ai] if a.targets_model is None else skel.jacobian(kin)[:, ai]
+        _, _, aim_jac = aim_rows(
+            kin.frames_rot[:, ai],
+            kin.points[:, ai],
+            a.goals.targets_model()[:, ai],
+            a.goals.aim[ai],
+            model_jac,
+        )
+    if not problem.identity_base:
+        jac[:, :, :3] = mul(a.goals.lin[:, None], jac[:, :, :3])  # world position rows
+    if problem.aim.size:
+        jac[:, problem.aim] = 0.0
+        jac[:, problem.aim, :2] = aim_jac
+    f_act = len(a.index)
+    jw = (
+        jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
+        * problem.row_weights(a.goals)[:, :, None]
+        * a.colw[:, None, :]
+    )
+    return jac, jw
+
+
+def _stationary(
+    problem: _Problem,
+    a: _Active,
+    kin: Kinematics,
+    err: _Errors,
+    jw: Array,
+    met: NDArray[np.bool_],
+    beyond: NDArray[np.bool_],
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.bool_]]:
+    """(at a stationary point of the weighted error, at a saddle, bent out of it by the kick)."""
+    st = problem.settings
+    f_act = len(a.index)
+    # a stationary point of the weighted error: J~^T e~ (the gradient) small against
+    # |J~| |e~|, or no step found that lowers the error
+    e_raw = err.e.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
+    grad = np.linalg.norm(np.einsum("fmn,fm->fn", jw, e_raw), axis=1)
+    size = np.linalg.norm(jw.reshape(f_act, -1), axis=1) * np.linalg.norm(e_raw, axis=1)
+    stationary = ~met & (
+        ((grad <= st.gradient_tolerance * size) & ~beyond) | (a.scale < MIN_STEP_SCALE)
+    )
+    # a saddle, not a minimum, when a goal that is in reach is not met (a straight
+    # chain whose target lies along it: the gradient vanishes there): bend the chain a
+    # little, once, and go on
+    saddle = stationary & (a.kicks < 1) & _in_reach_unmet(problem, kin, a.goals, err, st)
+    stationary &= ~saddle
+    a.kicks[saddle] += 1
+    # with poles on, their null-space step bends the chain toward the pole instead
+    kick = saddle & ~(a.sec_on & (problem.sec_rows.size > 0))
+    return stationary, saddle, kick
+
+
+def _secondary_rows(
+    problem: _Problem,
+    a: _Active,
+    kin: Kinematics,
+    jac: Array,
+    e6: Array,
+    met: NDArray[np.bool_],
+) -> tuple[Array, Array] | None:
+    """The secondary tasks' (J2, e2) for the null space (poles, balance), None without."""
+    skel = problem.skel
+    f_act, n_eff, n = len(a.index), skel.n_effectors, skel.n_dofs
+    j2s, e2s = [], []
+    if problem.sec_rows.size:
+        w_s = problem.secondary_weights(a.goals) * a.sec_on[:, None]
+        j2s.append(jac.reshape(f_act, n_eff * 6, n)[:, problem.sec_rows] * w_s[..., None])
+        e2s.append(e6.reshape(f_act, -1)[:, problem.sec_rows] * w_s)
+    if problem.balance:
+        # the centre of mass over the support point (solvers/balance.py)
+        bal = a.goals.balance
+        assert bal is not None
+        e_b, j_b = balance_rows(skel, kin, bal, a.goals.lin, a.goals.trans)
+        # only from poses that meet the goals: a step that loses them is followed by
+        # one without the balance, so the two never settle into a compromise
+        w_b = math.sqrt(bal.weight) * (a.sec_on & met)
+        j2s.append(j_b * w_b[:, None, None])
+        e2s.append(e_b * w_b[:, None])
+    if not j2s:
+        return None
+    j2 = np.concatenate(j2s, axis=1) * a.colw[:, None, :]
+    return j2, np.concatenate(e2s, axis=1)
+
+
+def _update(
+    problem: _Problem,
+    a: _Active,
+    out: _Output,
+    dq: Array,
+    stationary: NDArray[np.bool_],
+    track: bool,
+    k: int,
+) -> bool:
+    """Apply the step (and the joint limits); stop the frames whose step is NaN (FAILED),
+    tiny or zero at a stationary point. False when no frame goes on."""
+    skel, st = problem.skel, problem.settings
+    a.pose = skel.apply(a.pose, dq)
+    if st.keep_limits:
+        a.colw[skel.clamp_to_limits(a.pose)] = 0.0  # lock a DOF that hit its limit
+    bad = ~(np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3)))
+    # Sugihara's stop (a): every component of the step below step_tolerance
+    tiny = ~bad & ~stationary & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
+    if not track and np.any(bad | tiny | stationary):  # never let NaN into a pose
+        out.finish(a, np.flatnonzero(bad), FAILED, k)
+        out.finish(a, np.flatnonzero(tiny), STAGNATED, k + 1)
+        out.finish(a, np.flatnonzero(stationary & ~bad), STATIONARY, k)
+        a.keep(np.flatnonzero(~(bad | tiny | stationary)))
+    elif np.any(bad):
+        out.finish(a, np.flatnonzero(bad), FAILED, k)
+        a.keep(np.flatnonzero(~bad))
+    return len(a.index) > 0
 
 
 def _in_reach_unmet(
