@@ -42,6 +42,7 @@ from .stops import (
     MAX_ITERATIONS,
     MIN_STEP_SCALE,
     REASONS,
+    RUNNING,
     STAGNATED,
     STATIONARY,
 )
@@ -223,13 +224,22 @@ class FrameSolver:
         self.skeleton, self.settings = skeleton, settings
         self.method = settings.make_method()
         self.damped = settings.method in DAMPED_METHODS
-        n_eff, n_bones = skeleton.n_effectors, skeleton.n_bones
+        n_eff = skeleton.n_effectors
         w_pos = check_weights(position_weight, 1.0, n_eff, "position_weight")
         w_rot = check_weights(rotation_weight, 0.0, n_eff, "rotation_weight")
         if not np.any(w_pos > 0) and not np.any(w_rot > 0):
             raise GoalError("every goal has zero weight: nothing to solve")
         self.w_pos, self.w_rot = w_pos, w_rot
+        self._rows(w_pos, w_rot, measure_rotation)
+        cols = np.arange(skeleton.n_dofs) if dofs is None else np.flatnonzero(dofs)
+        self._dofs(cols)
+        self._bones()
+        self._jacobian_layout(cols)
+        self._bounds(cols)
 
+    def _rows(self, w_pos: Array, w_rot: Array, measure_rotation: bool | None) -> None:
+        """The weighted system's rows, weights and tolerances."""
+        settings, n_eff = self.settings, self.skeleton.n_effectors
         # rows of the (E, 6) error kept in the weighted system, as in solve()'s _Problem
         use = np.zeros((n_eff, 6), dtype=bool)
         use[:, :3] = (w_pos > 0)[:, None]
@@ -248,8 +258,10 @@ class FrameSolver:
         self.tol_rot = np.where(w_rot > 0, settings.rotation_tolerance, np.inf)
         self.tol = np.stack([self.tol_pos, self.tol_rot], axis=1)  # (E, 2)
 
+    def _dofs(self, cols: NDArray[np.intp]) -> None:
+        """The DOFs this solve moves (columns ``cols`` of the skeleton's)."""
+        skeleton = self.skeleton
         # DOFs: every one rotates its bone after (post) or before (pre) its rotation
-        cols = np.arange(skeleton.n_dofs) if dofs is None else np.flatnonzero(dofs)
         kind, self.dof_bone, self.dof_axis = (
             skeleton.dof_kind[cols],
             skeleton.dof_bone[cols],
@@ -269,6 +281,9 @@ class FrameSolver:
         self.colw = skeleton.dof_weight[cols].copy()
         self.rotational = skeleton.dof_rotational[cols]
 
+    def _bones(self) -> None:
+        """Which bones' frames change and the order they are updated in."""
+        skeleton, n_bones = self.skeleton, self.skeleton.n_bones
         # bones whose frames change during the solve: the moving ones and everything below
         parents = skeleton.parents
         dirty = np.zeros(n_bones, dtype=bool)
@@ -298,6 +313,14 @@ class FrameSolver:
         )[:, :, None]  # homogeneous (E, 4, 1)
         self._rot_cache: tuple[Array, Array] | None = None  # (rotations in, model rotations)
 
+    def _jacobian_layout(self, cols: NDArray[np.intp]) -> None:
+        """Where the Jacobian's entries land in the weighted system."""
+        skeleton, n_eff, w_pos, w_rot = (
+            self.skeleton,
+            self.skeleton.n_effectors,
+            self.w_pos,
+            self.w_rot,
+        )
         # Jacobian layout: the (effector, DOF) pairs where the DOF moves the effector, and the
         # rows of the weighted system their position and orientation entries land in
         row_of = np.full(n_eff * 6, -1)
@@ -313,6 +336,12 @@ class FrameSolver:
         self.rot_rows = row_of[pe[rot_pairs, None] * 6 + 3 + comp]
         self.rot_cols = pd[rot_pairs, None]
         self.pair_eff, self.pair_dof = pe, pd
+        self.pair_bone = self.dof_bone[pd]
+        self.scale = self.sqrt_w[:, None] * self.colw[None, :]
+
+    def _bounds(self, cols: NDArray[np.intp]) -> None:
+        """The saddle kick's signs and the goals' lower bounds (solve.py's)."""
+        skeleton, n_eff, parents = self.skeleton, self.skeleton.n_effectors, self.skeleton.parents
         # solve.py's saddle kick: the sign alternates with the bone's depth and the axis
         parity = (skeleton.depth[skeleton.dof_bone[cols]] + skeleton.dof_axis[cols]) % 2 == 0
         self.kick_sign = np.where(parity, 1.0, -1.0)
@@ -325,9 +354,7 @@ class FrameSolver:
                 above[i] |= self.dof_bone == p
                 p = int(parents[p])
         self.bound_goals = ~above.any(axis=1) & (self.reach > 0)
-        self.bounded = bool(np.any(self.bound_goals & (w_pos > 0)))
-        self.pair_bone = self.dof_bone[pd]
-        self.scale = self.sqrt_w[:, None] * self.colw[None, :]
+        self.bounded = bool(np.any(self.bound_goals & (self.w_pos > 0)))
 
     def solve(
         self,
@@ -347,8 +374,7 @@ class FrameSolver:
             whose entries for them are not used.
         """
         t0 = time.perf_counter()
-        st, skel = self.settings, self.skeleton
-        n_eff, n_bones = skel.n_effectors, skel.n_bones
+        n_eff, n_bones = self.skeleton.n_effectors, self.skeleton.n_bones
         target = np.asarray(position, dtype=float).reshape(n_eff, 3)
         if not np.all(np.isfinite(target)):
             raise GoalError("target positions are NaN or infinite")
@@ -359,284 +385,349 @@ class FrameSolver:
         identity = lin.tolist() == _IDENTITY
         if abs(_det3(lin)) <= 1e-12 * max(float(np.abs(lin).max()), 1e-300) ** 3:
             raise GoalError("the armature's world matrix is singular (a scale of zero on an axis)")
-        rot_model = None
-        if self.measure_rotation and (rotation is not None or len(self.rot_goals)):
-            if rotation is None:
-                raise GoalError("rotation weights are set but no target rotations were given")
-            # every effector's orientation error is reported (as solve() does), only the
-            # weighted ones are solved for
-            r = np.asarray(rotation, dtype=float).reshape(n_eff, 3, 3)
-            finite = np.isfinite(r)
-            if not finite.all():
-                if not finite[self.rot_goals].all():
-                    raise GoalError("target rotations are NaN or infinite")
-                r = np.where(finite, r, 0.0)
-            m = r if identity else _inv3(lin) @ r
-            cache = self._rot_cache
-            if cache is not None and cache[0].shape == m.shape and (cache[0] == m).all():
-                rot_model = cache[1]  # the targets did not turn (dragging moves one at a time)
-            else:
-                rot_model = _model_rotations(m)
-                self._rot_cache = (m, rot_model)
+        rot_model = self._rotation_targets(rotation, lin, identity)
         if pose.rotations.shape[:2] != (1, n_bones):
             raise SettingsError(f"the start pose must be one frame of {n_bones} bones")
+        run = _Run(self, pose, frames, target, (lin, trans, identity), rot_model)
+        k, why = run.iterate()
+        # the best pose seen (without pre-rotation DOFs, ``best`` holds the local rotations)
+        rot = run.rot
+        rot[self.moving] = run.best if self.any_pre else self.rest_rot_t[self.moving] @ run.best
+        out = Pose(rot[None], pose.locations[:1].copy(), pose.stretch[:1].copy())
+        return SolveResult(
+            out,
+            run.best_pos[None].copy(),
+            run.best_rot[None].copy(),
+            np.array([k], dtype=np.intp),
+            REASONS[[why]],
+            np.array(run.history)[:, None],
+            time.perf_counter() - t0,
+            run.stats,
+        )
 
-        rot = pose.rotations[0].copy()
+    def _rotation_targets(
+        self, rotation: ArrayLike | None, lin: Array, identity: bool
+    ) -> Array | None:
+        """The target rotations in model space (proper rotations), None when no orientation
+        error is measured."""
+        if not (self.measure_rotation and (rotation is not None or len(self.rot_goals))):
+            return None
+        if rotation is None:
+            raise GoalError("rotation weights are set but no target rotations were given")
+        # every effector's orientation error is reported (as solve() does), only the
+        # weighted ones are solved for
+        r = np.asarray(rotation, dtype=float).reshape(self.skeleton.n_effectors, 3, 3)
+        finite = np.isfinite(r)
+        if not finite.all():
+            if not finite[self.rot_goals].all():
+                raise GoalError("target rotations are NaN or infinite")
+            r = np.where(finite, r, 0.0)
+        m = r if identity else _inv3(lin) @ r
+        cache = self._rot_cache
+        if cache is not None and cache[0].shape == m.shape and (cache[0] == m).all():
+            return cache[1]  # the targets did not turn (dragging moves one at a time)
+        rot_model = _model_rotations(m)
+        self._rot_cache = (m, rot_model)
+        return rot_model
+
+
+class _Run:
+    """One ``FrameSolver.solve``: the pose's transforms, the targets and the loop's state."""
+
+    def __init__(
+        self,
+        fs: FrameSolver,
+        pose: Pose,
+        frames: ArrayLike | None,
+        target: Array,
+        base: tuple[Array, Array, bool],
+        rot_model: Array | None,
+    ) -> None:
+        skel, n_bones = fs.skeleton, fs.skeleton.n_bones
+        self.fs, self.st, self.target, self.rot_model = fs, fs.settings, target, rot_model
+        self.lin, self.trans, self.identity = base
+        self.rot = rot = pose.rotations[0].copy()
         # 4x4 local transforms relative to the parent frame: rest T(location) R (stretch moves
         # the children along the parent's Y axis); slot B of the model frames is the identity
-        local = np.zeros((n_bones, 4, 4))
+        self.local = local = np.zeros((n_bones, 4, 4))
         local[:, 3, 3] = 1.0
-        local[:, :3, :3] = self.rest_rot @ rot
-        local[:, :3, 3] = self.rest_pos + (self.rest_rot @ pose.locations[0][:, :, None])[:, :, 0]
+        local[:, :3, :3] = fs.rest_rot @ rot
+        local[:, :3, 3] = fs.rest_pos + (fs.rest_rot @ pose.locations[0][:, :, None])[:, :, 0]
         stretch = pose.stretch[0]
         has_parent = skel.parents >= 0
         local[has_parent, 1, 3] += stretch[skel.parents[has_parent]]
-        any_shift = bool(stretch.any())
-        eff_shift = np.where(skel.eff_stretches, stretch[self.eff_bone], 0.0)
-        model = np.empty((n_bones + 1, 4, 4))
-        model[n_bones] = np.eye(4)
-        w_rot, w_pos = model[:, :3, :3], model[:, :3, 3]  # views
-        eb, offset = self.eff_bone, self.eff_offset_h
-        rows, sqrt_w = self.rows, self.sqrt_w
-        pos_dof, pos_eff, pos_bone = (
-            self.pair_dof[self.pos_pair],
-            self.pair_eff[self.pos_pair],
-            self.pair_bone[self.pos_pair],
+        self.any_shift = bool(stretch.any())
+        self.eff_shift = np.where(skel.eff_stretches, stretch[fs.eff_bone], 0.0)
+        self.model = np.empty((n_bones + 1, 4, 4))
+        self.model[n_bones] = np.eye(4)
+        self.m_rot, self.m_pos = self.model[:, :3, :3], self.model[:, :3, 3]  # views
+        self.pos_dof, self.pos_eff, self.pos_bone = (
+            fs.pair_dof[fs.pos_pair],
+            fs.pair_eff[fs.pos_pair],
+            fs.pair_bone[fs.pos_pair],
         )
-        rot_dof = self.pair_dof[self.rot_pair]
-        dof_index = (np.arange(self.n_dofs), slice(None), self.dof_axis)
-
-        def forward(levels: list[tuple[Array, Array]]) -> None:
-            for idx, par in levels:
-                model[idx] = model[par] @ local[idx]
-
-        err_buf = np.zeros((n_eff, 2, 3))  # position and orientation error of each effector
-
-        def errors() -> tuple[Array, Array, Array]:
-            eff_frames = model[eb]
-            pts = (eff_frames @ offset)[:, :3, 0]
-            if any_shift:
-                pts += eff_shift[:, None] * eff_frames[:, :3, 1]
-            err_buf[:, 0] = target - (pts if identity else pts @ lin.T + trans)
-            if rot_model is not None:
-                # Sugihara eq. 1: a(R_target R^T) in model space
-                frames_t = np.swapaxes(eff_frames[:, :3, :3], 1, 2)
-                err_buf[:, 1] = _angle_axis(rot_model @ frames_t)
-            norms = np.sqrt(np.einsum("ebi,ebi->eb", err_buf, err_buf))
-            return err_buf.reshape(n_eff, 6), pts, norms
-
-        def jacobian(pts: Array) -> Array:
-            if self.any_pre:
-                dof_frames = w_rot[self.dof_bone]
-                pre = w_rot[self.parent_ext[self.dof_bone]] @ self.rest_rot[self.dof_bone]
-                dof_frames = np.where(self.is_pre[:, None, None], pre, dof_frames)
-                axes = dof_frames[dof_index]  # (n, 3) model space: column dof_axis
-            else:
-                axes = w_rot[self.dof_bone, :, self.dof_axis]
-            jw = np.zeros((len(rows), self.n_dofs))
-            if len(pos_dof):
-                ax = axes[pos_dof]
-                lever = pts[pos_eff] - w_pos[pos_bone]
-                # ax x lever, without np.cross's axis handling
-                col = ax[:, _YZX] * lever[:, _ZXY] - ax[:, _ZXY] * lever[:, _YZX]
-                jw[self.pos_rows, self.pos_cols] = col if identity else col @ lin.T
-            if len(rot_dof):
-                jw[self.rot_rows, self.rot_cols] = axes[rot_dof]
-            jw *= self.scale
-            return jw
-
+        self.rot_dof = fs.pair_dof[fs.rot_pair]
+        self.dof_index = (np.arange(fs.n_dofs), slice(None), fs.dof_axis)
+        self.err_buf = np.zeros((skel.n_effectors, 2, 3))  # position and orientation errors
         if frames is None:
-            forward(self.levels_all)
+            self.forward(fs.levels_all)
         else:
-            model[:n_bones] = np.asarray(frames, dtype=float).reshape(n_bones, 4, 4)
-            forward(self.levels_dirty)
-        if self.ball_only:
-            dl = local[self.dirty_order]  # moving bones' local transforms, level by level
-            dl_rot = dl[:, :3, :3]  # a view
+            self.model[:n_bones] = np.asarray(frames, dtype=float).reshape(n_bones, 4, 4)
+            self.forward(fs.levels_dirty)
+        if fs.ball_only:
+            self.dl = local[fs.dirty_order]  # moving bones' local transforms, level by level
+            self.dl_rot = self.dl[:, :3, :3]  # a view
+        self.target_model = target if self.identity else (target - self.trans) @ _inv3(self.lin).T
+        self.lin_min = 1.0
+        if fs.bounded and not self.identity:
+            self.lin_min = float(np.linalg.svd(self.lin, compute_uv=False)[-1])
+        self.best = self.current().copy()
+        self.best_pos, self.best_rot = np.zeros(skel.n_effectors), np.zeros(skel.n_effectors)
+        self.prev_r, self.prev2_r, self.rises = np.inf, np.inf, 0
+        self.scale, self.kicks, self.undone = 1.0, 0, False
+        self.snap: tuple[Array, ...] = ()
+        self.state = fs.method.initial_state(1)
+        self.stats: dict[str, list[float]] = {}
+        self.history: list[float] = []
 
-        def current() -> Array:
-            """What ``best`` keeps: the rotations (pre DOFs) or the local rotations."""
-            if self.ball_only:
-                return np.asarray(dl_rot[self.moving_in_dirty])
-            return rot[self.moving] if self.any_pre else local[self.moving, :3, :3]
-
-        def snapshot() -> tuple[Array, ...]:
-            """What a step changes (restored when the step is rejected)."""
-            if self.ball_only:
-                return (dl_rot.copy(),)
-            return rot.copy(), local.copy()
-
-        def restore(snap: tuple[Array, ...]) -> None:
-            if self.ball_only:
-                dl_rot[:] = snap[0]
-                for idx, par, part in self.dirty_levels:
-                    model[idx] = model[par] @ dl[part]
-                return
-            rot[:], local[:] = snap
-            forward(self.levels_dirty)
-
-        def in_reach_unmet(pos_err: Array) -> bool:
-            """Some unmet position goal's target within its chain's reach (solve.py's
-            ``_in_reach_unmet``): a saddle, not a minimum."""
-            d = np.sqrt(((target_model - w_pos[self.reach_base]) ** 2).sum(axis=1))
-            inside = (d < 0.99 * self.reach) & (d > 1.01 * self.inner)
-            return bool(np.any(inside & (pos_err > st.tolerance) & (self.w_pos > 0)))
-
-        target_model = target if identity else (target - trans) @ _inv3(lin).T
-        lin_min = 1.0
-        if self.bounded and not identity:
-            lin_min = float(np.linalg.svd(lin, compute_uv=False)[-1])
-        best = current().copy()
-        best_r = np.inf
-        best_pos, best_rot = np.zeros(n_eff), np.zeros(n_eff)
-        prev_r, prev2_r, rises = np.inf, np.inf, 0
-        reject, scale, kicks = st.reject_rising_steps, 1.0, 0
-        snap: tuple[Array, ...] = ()
-        state = self.method.initial_state(1)
-        stats: dict[str, list[float]] = {}
-        history: list[float] = []
+    def iterate(self) -> tuple[int, int]:
+        """The loop of ``solve._iterate`` for this frame: (iterations, stop reason)."""
+        st = self.st
+        reject, best_r = st.reject_rising_steps, np.inf
         why, k = MAX_ITERATIONS, 0
-        d = np.zeros((2, n_bones, 3))
-        kind = self.is_pre.astype(np.intp)
         for k in range(st.max_iterations + 1):
-            e6, pts, norms = errors()
-            ew = e6.reshape(-1)[rows] * sqrt_w
-            energy2 = float(ew @ ew)
-            r = energy2**0.5
-            met = bool((norms <= self.tol).all())
-            undone = False  # the step was undone (it rose): the pose is the last one again
+            e6, pts, norms, ew, energy2, r, met = self.evaluate()
+            self.undone = False  # the step was undone (it rose): the pose is the last one again
             if reject and k > 0:
                 # a step that raised the error is undone and retried at half the length
-                rose = r > prev_r and not met
-                scale = 0.5 * scale if rose else min(2.0 * scale, 1.0)
+                rose = r > self.prev_r and not met
+                self.scale = 0.5 * self.scale if rose else min(2.0 * self.scale, 1.0)
                 if rose:
-                    undone = True
-                    restore(snap)
-                    e6, pts, norms = errors()
-                    ew = e6.reshape(-1)[rows] * sqrt_w
-                    energy2 = float(ew @ ew)
-                    r = energy2**0.5
-                    met = bool((norms <= self.tol).all())
+                    self.undone = True
+                    self.restore(self.snap)
+                    e6, pts, norms, ew, energy2, r, met = self.evaluate()
             pos_err, rot_err = norms[:, 0], norms[:, 1]
-            history.append(r)
+            self.history.append(r)
             if r < best_r:
-                best_r, best_pos, best_rot = r, pos_err.copy(), rot_err.copy()
-                best[:] = current()
-            if met:
-                why = CONVERGED
+                best_r, self.best_pos, self.best_rot = r, pos_err.copy(), rot_err.copy()
+                self.best[:] = self.current()
+            why, beyond = self.stop_tests(k, r, met, pos_err, rot_err)
+            if why != RUNNING:
                 break
-            beyond = False  # only goals out of reach are unmet: no gradient stop (solve.py)
-            if self.bounded:
-                # every goal met or within the tolerance of its lower bound (solve.py)
-                dist = np.sqrt(((target_model - w_pos[self.reach_base]) ** 2).sum(axis=1))
-                gap = np.maximum(np.maximum(dist - self.reach, self.inner - dist), 0.0) * lin_min
-                lb = np.where(self.bound_goals, gap, 0.0)
-                if (
-                    pos_err <= np.maximum(self.tol_pos, lb + BOUND_SLACK * st.tolerance)
-                ).all() and (rot_err <= self.tol_rot).all():
-                    why = STATIONARY
-                    break
-                beyond = bool(
-                    ((pos_err <= self.tol_pos) | (lb > 0)).all() and (rot_err <= self.tol_rot).all()
-                )
-            if k > 0:
-                rises = rises + 1 if r > prev_r else 0
-                # no progress over one step or over two (a 2-cycle), when stagnation > 0
-                floor = st.stagnation * max(r, 1e-300)
-                stuck = abs(prev_r - r) <= floor or abs(prev2_r - r) <= floor
-                if st.stagnation > 0 and stuck and not undone:
-                    why = STAGNATED
-                    break
-                if rises >= st.divergence_count:
-                    why = DIVERGED
-                    break
-            if k == st.max_iterations:
-                break
-            prev2_r, prev_r = prev_r, r
-            e_raw = ew
-            if st.clamp_distance is not None:  # ClampMag (Buss-Kim section 3)
-                over = pos_err > st.clamp_distance
-                if over.any():
-                    e6 = e6.copy()
-                    e6[over, :3] *= (st.clamp_distance / pos_err[over])[:, None]
-                    ew = e6.reshape(-1)[rows] * sqrt_w
-                    energy2 = float(ew @ ew)
-            ctx = StepContext(
-                np.array([0.5 * energy2]),
-                self.blocks,
-                self.n_blocks,
-                self.rotational,
-                state,
-                stats,
-            )
-            jw = jacobian(pts)
-            dt = None
-            if self.damped:
-                lam2 = self.method.nullspace_damping(ctx)
-                dt = None if lam2 is None else damped_step(jw, ew, float(lam2[0]))
-            if dt is None:
-                dt = self.method.step(jw[None], ew[None], ctx)[0]
-            stationary = saddle = False
-            if st.gradient_tolerance > 0:
-                # a stationary point of the weighted error (solve.py): the gradient small
-                # against |J~| |e~|, or no step found that lowers the error
-                grad = float(np.sqrt(((jw.T @ e_raw) ** 2).sum()))
-                size = float(np.sqrt((jw * jw).sum() * (e_raw @ e_raw)))
-                stationary = (
-                    grad <= st.gradient_tolerance * size and not beyond
-                ) or scale < MIN_STEP_SCALE
-                if stationary and kicks < 1 and in_reach_unmet(pos_err):
-                    stationary, saddle, kicks = False, True, kicks + 1
-            dq = self.colw * dt
-            if st.max_step is not None:
-                dq = clamp_max_abs(dq[None], st.max_step, self.rotational)[0]
-            if reject:
-                dq = dq * scale
-                snap = snapshot()
+            self.prev2_r, self.prev_r = self.prev_r, r
+            dt, jw, e_raw, ctx = self.direction(e6, ew, energy2, pts, pos_err)
+            stationary, saddle = self.stationary(jw, e_raw, beyond, pos_err)
+            dq = self.joint_step(dt, stationary, saddle)
             if stationary:
                 why = STATIONARY
                 break
-            if saddle:  # bend the chain out of the saddle, a fixed small turn (solve.py)
-                prev_r = np.inf
-                dq = self.colw * KICK * self.kick_sign
-                scale = 1.0
-            state = ctx.state
+            self.state = ctx.state
             if not np.isfinite(dq).all():
                 why = FAILED
                 break
             if np.abs(dq).max(initial=0.0) < st.step_tolerance:  # Sugihara's stop (a)
                 why, k = STAGNATED, k + 1
                 break
-            if self.ball_only:  # the DOFs are x, y, z of each moving bone in turn
-                if self.all_moving:
-                    dl_rot[:] = dl_rot @ _exp(dq.reshape(-1, 3)[self.ball_perm])
-                else:
-                    mov = self.moving_in_dirty
-                    dl_rot[mov] = dl_rot[mov] @ _exp(dq.reshape(-1, 3))
-                for idx, par, part in self.dirty_levels:
-                    model[idx] = model[par] @ dl[part]
-                continue
-            d[kind, self.dof_bone, self.dof_axis] = dq
-            if self.any_pre:
-                if len(self.post_bones):
-                    rot[self.post_bones] = rot[self.post_bones] @ _exp(d[0, self.post_bones])
-                rot[self.pre_bones] = _exp(d[1, self.pre_bones]) @ rot[self.pre_bones]
-                local[self.moving, :3, :3] = self.rest_rot[self.moving] @ rot[self.moving]
-            else:  # rest R exp(d): the local rotation takes the increment directly
-                post = self.post_bones
-                local[post, :3, :3] = local[post, :3, :3] @ _exp(d[0, post])
-            forward(self.levels_dirty)
+            self.apply(dq)
+        return k, why
 
-        # the best pose seen (without pre-rotation DOFs, ``best`` holds the local rotations)
-        rot[self.moving] = best if self.any_pre else self.rest_rot_t[self.moving] @ best
-        out = Pose(rot[None], pose.locations[:1].copy(), pose.stretch[:1].copy())
-        return SolveResult(
-            out,
-            best_pos[None].copy(),
-            best_rot[None].copy(),
-            np.array([k], dtype=np.intp),
-            REASONS[[why]],
-            np.array(history)[:, None],
-            time.perf_counter() - t0,
-            stats,
+    def evaluate(self) -> tuple[Array, Array, Array, Array, float, float, bool]:
+        """(e (E, 6), effector points, error norms (E, 2), e~, |e~|^2, |e~|, every goal met)."""
+        fs = self.fs
+        e6, pts, norms = self.errors()
+        ew = e6.reshape(-1)[fs.rows] * fs.sqrt_w
+        energy2 = float(ew @ ew)
+        return e6, pts, norms, ew, energy2, energy2**0.5, bool((norms <= fs.tol).all())
+
+    def stop_tests(
+        self, k: int, r: float, met: bool, pos_err: Array, rot_err: Array
+    ) -> tuple[int, bool]:
+        """(why the frame stops or RUNNING, whether only goals out of reach are unmet)."""
+        st, fs = self.st, self.fs
+        if met:
+            return CONVERGED, False
+        beyond = False  # only goals out of reach are unmet: no gradient stop (solve.py)
+        if fs.bounded:
+            # every goal met or within the tolerance of its lower bound (solve.py)
+            dist = np.sqrt(((self.target_model - self.m_pos[fs.reach_base]) ** 2).sum(axis=1))
+            gap = np.maximum(np.maximum(dist - fs.reach, fs.inner - dist), 0.0) * self.lin_min
+            lb = np.where(fs.bound_goals, gap, 0.0)
+            if (pos_err <= np.maximum(fs.tol_pos, lb + BOUND_SLACK * st.tolerance)).all() and (
+                rot_err <= fs.tol_rot
+            ).all():
+                return STATIONARY, beyond
+            beyond = bool(
+                ((pos_err <= fs.tol_pos) | (lb > 0)).all() and (rot_err <= fs.tol_rot).all()
+            )
+        if k > 0:
+            self.rises = self.rises + 1 if r > self.prev_r else 0
+            # no progress over one step or over two (a 2-cycle), when stagnation > 0
+            floor = st.stagnation * max(r, 1e-300)
+            stuck = abs(self.prev_r - r) <= floor or abs(self.prev2_r - r) <= floor
+            if st.stagnation > 0 and stuck and not self.undone:
+                return STAGNATED, beyond
+            if self.rises >= st.divergence_count:
+                return DIVERGED, beyond
+        if k == st.max_iterations:
+            return MAX_ITERATIONS, beyond
+        return RUNNING, beyond
+
+    def direction(
+        self, e6: Array, ew: Array, energy2: float, pts: Array, pos_err: Array
+    ) -> tuple[Array, Array, Array, StepContext]:
+        """(the method's step dt on J~ (ClampMag first), J~, the unclamped e~, its context)."""
+        st, fs = self.st, self.fs
+        e_raw = ew
+        if st.clamp_distance is not None:  # ClampMag (Buss-Kim section 3)
+            over = pos_err > st.clamp_distance
+            if over.any():
+                e6 = e6.copy()
+                e6[over, :3] *= (st.clamp_distance / pos_err[over])[:, None]
+                ew = e6.reshape(-1)[fs.rows] * fs.sqrt_w
+                energy2 = float(ew @ ew)
+        ctx = StepContext(
+            np.array([0.5 * energy2]),
+            fs.blocks,
+            fs.n_blocks,
+            fs.rotational,
+            self.state,
+            self.stats,
         )
+        jw = self.jacobian(pts)
+        dt = None
+        if fs.damped:
+            lam2 = fs.method.nullspace_damping(ctx)
+            dt = None if lam2 is None else damped_step(jw, ew, float(lam2[0]))
+        if dt is None:
+            dt = fs.method.step(jw[None], ew[None], ctx)[0]
+        return dt, jw, e_raw, ctx
+
+    def stationary(
+        self, jw: Array, e_raw: Array, beyond: bool, pos_err: Array
+    ) -> tuple[bool, bool]:
+        """(at a stationary point of the weighted error (solve.py): the gradient small against
+        |J~| |e~|, or no step found that lowers the error; at a saddle instead)."""
+        st = self.st
+        stationary = saddle = False
+        if st.gradient_tolerance > 0:
+            grad = float(np.sqrt(((jw.T @ e_raw) ** 2).sum()))
+            size = float(np.sqrt((jw * jw).sum() * (e_raw @ e_raw)))
+            stationary = (
+                grad <= st.gradient_tolerance * size and not beyond
+            ) or self.scale < MIN_STEP_SCALE
+            if stationary and self.kicks < 1 and self.in_reach_unmet(pos_err):
+                stationary, saddle, self.kicks = False, True, self.kicks + 1
+        return stationary, saddle
+
+    def joint_step(self, dt: Array, stationary: bool, saddle: bool) -> Array:
+        """The step dq: W_q^1/2 dt, capped, at the current length; at a saddle a fixed small
+        turn of every free DOF (solve.py)."""
+        st, fs = self.st, self.fs
+        dq = fs.colw * dt
+        if st.max_step is not None:
+            dq = clamp_max_abs(dq[None], st.max_step, fs.rotational)[0]
+        if st.reject_rising_steps:
+            dq = dq * self.scale
+            self.snap = self.snapshot()
+        if saddle:  # bend the chain out of the saddle
+            self.prev_r = np.inf
+            dq = fs.colw * KICK * fs.kick_sign
+            self.scale = 1.0
+        return np.asarray(dq)
+
+    def apply(self, dq: Array) -> None:
+        """The update R <- R exp(d_post), R <- exp(d_pre) R and the frames below."""
+        fs, model = self.fs, self.model
+        if fs.ball_only:  # the DOFs are x, y, z of each moving bone in turn
+            if fs.all_moving:
+                self.dl_rot[:] = self.dl_rot @ _exp(dq.reshape(-1, 3)[fs.ball_perm])
+            else:
+                mov = fs.moving_in_dirty
+                self.dl_rot[mov] = self.dl_rot[mov] @ _exp(dq.reshape(-1, 3))
+            for idx, par, part in fs.dirty_levels:
+                model[idx] = model[par] @ self.dl[part]
+            return
+        rot, local = self.rot, self.local
+        d = np.zeros((2, fs.skeleton.n_bones, 3))
+        d[fs.is_pre.astype(np.intp), fs.dof_bone, fs.dof_axis] = dq
+        if fs.any_pre:
+            if len(fs.post_bones):
+                rot[fs.post_bones] = rot[fs.post_bones] @ _exp(d[0, fs.post_bones])
+            rot[fs.pre_bones] = _exp(d[1, fs.pre_bones]) @ rot[fs.pre_bones]
+            local[fs.moving, :3, :3] = fs.rest_rot[fs.moving] @ rot[fs.moving]
+        else:  # rest R exp(d): the local rotation takes the increment directly
+            post = fs.post_bones
+            local[post, :3, :3] = local[post, :3, :3] @ _exp(d[0, post])
+        self.forward(fs.levels_dirty)
+
+    def forward(self, levels: list[tuple[Array, Array]]) -> None:
+        for idx, par in levels:
+            self.model[idx] = self.model[par] @ self.local[idx]
+
+    def errors(self) -> tuple[Array, Array, Array]:
+        """(e (E, 6), the effector points, the error norms (E, 2))."""
+        fs, err_buf = self.fs, self.err_buf
+        eff_frames = self.model[fs.eff_bone]
+        pts = (eff_frames @ fs.eff_offset_h)[:, :3, 0]
+        if self.any_shift:
+            pts += self.eff_shift[:, None] * eff_frames[:, :3, 1]
+        err_buf[:, 0] = self.target - (pts if self.identity else pts @ self.lin.T + self.trans)
+        if self.rot_model is not None:
+            # Sugihara eq. 1: a(R_target R^T) in model space
+            frames_t = np.swapaxes(eff_frames[:, :3, :3], 1, 2)
+            err_buf[:, 1] = _angle_axis(self.rot_model @ frames_t)
+        norms = np.sqrt(np.einsum("ebi,ebi->eb", err_buf, err_buf))
+        return err_buf.reshape(len(err_buf), 6), pts, norms
+
+    def jacobian(self, pts: Array) -> Array:
+        """J~ of the weighted system (world position rows)."""
+        fs, m_rot = self.fs, self.m_rot
+        if fs.any_pre:
+            dof_frames = m_rot[fs.dof_bone]
+            pre = m_rot[fs.parent_ext[fs.dof_bone]] @ fs.rest_rot[fs.dof_bone]
+            dof_frames = np.where(fs.is_pre[:, None, None], pre, dof_frames)
+            axes = dof_frames[self.dof_index]  # (n, 3) model space: column dof_axis
+        else:
+            axes = m_rot[fs.dof_bone, :, fs.dof_axis]
+        jw = np.zeros((len(fs.rows), fs.n_dofs))
+        if len(self.pos_dof):
+            ax = axes[self.pos_dof]
+            lever = pts[self.pos_eff] - self.m_pos[self.pos_bone]
+            # ax x lever, without np.cross's axis handling
+            col = ax[:, _YZX] * lever[:, _ZXY] - ax[:, _ZXY] * lever[:, _YZX]
+            jw[fs.pos_rows, fs.pos_cols] = col if self.identity else col @ self.lin.T
+        if len(self.rot_dof):
+            jw[fs.rot_rows, fs.rot_cols] = axes[self.rot_dof]
+        jw *= fs.scale
+        return jw
+
+    def current(self) -> Array:
+        """What ``best`` keeps: the rotations (pre DOFs) or the local rotations."""
+        fs = self.fs
+        if fs.ball_only:
+            return np.asarray(self.dl_rot[fs.moving_in_dirty])
+        return self.rot[fs.moving] if fs.any_pre else self.local[fs.moving, :3, :3]
+
+    def snapshot(self) -> tuple[Array, ...]:
+        """What a step changes (restored when the step is rejected)."""
+        if self.fs.ball_only:
+            return (self.dl_rot.copy(),)
+        return self.rot.copy(), self.local.copy()
+
+    def restore(self, snap: tuple[Array, ...]) -> None:
+        fs = self.fs
+        if fs.ball_only:
+            self.dl_rot[:] = snap[0]
+            for idx, par, part in fs.dirty_levels:
+                self.model[idx] = self.model[par] @ self.dl[part]
+            return
+        self.rot[:], self.local[:] = snap
+        self.forward(fs.levels_dirty)
+
+    def in_reach_unmet(self, pos_err: Array) -> bool:
+        """Some unmet position goal's target within its chain's reach (solve.py's
+        ``_in_reach_unmet``): a saddle, not a minimum."""
+        fs = self.fs
+        d = np.sqrt(((self.target_model - self.m_pos[fs.reach_base]) ** 2).sum(axis=1))
+        inside = (d < 0.99 * fs.reach) & (d > 1.01 * fs.inner)
+        return bool(np.any(inside & (pos_err > self.st.tolerance) & (fs.w_pos > 0)))
