@@ -365,10 +365,8 @@ def _solve_chunks(
     """Read and solve ``frame_list`` CHUNK_FRAMES frames at a time (yielding the fraction done
     after each); RigError when the solver rejects the rig or a chunk. Writes nothing."""
     read_time = solve_time = 0.0
-    pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
     last_pose = None
     resume: dict[str, Any] | None = None
-    body_parts: list[tuple[Array, Array | None]] = []
     t0 = time.perf_counter()
     try:
         evaluate(frame_list[0])
@@ -378,9 +376,7 @@ def _solve_chunks(
         raise RigError(f"rig: {exc}") from exc
     free_names = [model.names[b] for b in model.free]
     seeds = write.current_rotations(ob, free_names)
-    n_goals = len(model.goals)  # the poles' effectors come after the goals'
     stretched = limits.stretch_bones(model)
-    extra: list[tuple[Array, Pose | None, Array | None]] = []
     read_time += time.perf_counter() - t0
     chunks: list[tuple[rig.FrameData, Goals, SolveResult]] = []
     for first in range(0, len(frame_list), CHUNK_FRAMES):
@@ -404,6 +400,40 @@ def _solve_chunks(
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     solve_time += time.perf_counter() - t1
+    rotations, position_error, rotation_error, iterations, success, extra, body_parts = _gather(
+        model, chunks, results, stretched, reduce_keys
+    )
+    return _Solved(
+        model,
+        free_names,
+        seeds,
+        stretched,
+        rotations,
+        position_error,
+        rotation_error,
+        iterations,
+        success,
+        extra,
+        body_parts,
+        read_time,
+        solve_time,
+    )
+
+
+def _gather(
+    model: rig.RigModel,
+    chunks: list[tuple[rig.FrameData, Goals, SolveResult]],
+    results: list[SolveResult],
+    stretched: list[int],
+    reduce_keys: bool,
+) -> tuple[Any, ...]:
+    """The chunks' results joined: rotations of the free bones, position and rotation errors
+    of the goals, iterations, success; per chunk what the writer needs besides (stretch, the
+    read pose and base for lean keys) and the root's path and balance."""
+    n_goals = len(model.goals)  # the poles' effectors come after the goals'
+    pieces: list[tuple[Array, Array, Array, NDArray[np.int64], NDArray[np.bool_]]] = []
+    extra: list[tuple[Array, Pose | None, Array | None]] = []
+    body_parts: list[tuple[Array, Array | None]] = []
     for (data, goals, _), result in zip(chunks, results, strict=True):
         body_parts.append((result.pose.locations[:, max(model.root, 0)], result.balance_distance))
         pieces.append(
@@ -422,24 +452,8 @@ def _solve_chunks(
                 np.asarray(goals.base, dtype=np.float64) if reduce_keys else None,
             )
         )
-    rotations, position_error, rotation_error, iterations, success = (
-        np.concatenate(parts) for parts in zip(*pieces, strict=True)
-    )
-    return _Solved(
-        model,
-        free_names,
-        seeds,
-        stretched,
-        rotations,
-        position_error,
-        rotation_error,
-        iterations,
-        success,
-        extra,
-        body_parts,
-        read_time,
-        solve_time,
-    )
+    joined = (np.concatenate(parts) for parts in zip(*pieces, strict=True))
+    return (*joined, extra, body_parts)
 
 
 def _repair_flips(
