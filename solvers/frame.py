@@ -6,18 +6,18 @@
 Interactive posing solves one frame at a time, many times a second, each time from the previous
 result. ``solve`` is built for F frames at once: on a single frame its cost is numpy call
 overhead (goal validation and preparation, kinematics over every bone in batched layouts).
-``SingleFrameSolver`` runs the same iteration as ``solve`` in "converge" mode (the same stopping
+``FrameSolver`` runs the same iteration as ``solve`` in "converge" mode (the same stopping
 rules, the same method steps, ClampMag and ClampMaxAbs, the best pose seen is returned) but
 prepares the weights, the Jacobian's row layout and the method once, computes the bones the
 solve cannot move once per solve and, per iteration, only the bones below a free DOF. The
 damped least-squares steps (``DAMPED_METHODS``) are solved by ``damped_step`` (one symmetric
 eigendecomposition, no LAPACK call that waits on OpenBLAS's thread pool); every other method's
-own ``step`` is called. Results match ``solve`` to rounding (tests/solvers/test_single.py).
+own ``step`` is called. Results match ``solve`` to rounding (tests/solvers/test_one_frame.py).
 
 It covers rotational DOFs (ball joints, hinges, two-axis joints) with stiffness. For joint limits
 (with ``keep_limits``), location and stretch DOFs, null-space terms, Jacobians at the targets,
-adaptive clamping and "track" mode use ``solve``: ``unsupported`` says which applies, and the
-constructor raises ``SettingsError`` with it.
+adaptive clamping, the damped Newton step and "track" mode use ``solve``: ``unsupported`` says
+which applies, and the constructor raises ``SettingsError`` with it.
 """
 
 from __future__ import annotations
