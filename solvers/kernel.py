@@ -26,6 +26,7 @@ thread: a compile in a background thread beside Blender's own work crashed a tes
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import threading
@@ -212,9 +213,25 @@ class KernelUnavailable(RuntimeError):
     """The compiled loop failed to compile or load; the caller runs the numpy loop."""
 
 
+SOURCES = ("kernel.py", "stops.py")
+"""The files whose code or constants the compiled loop is made of: numba stamps a cache with
+its function's own file only, and the constants the loop imports (solvers/stops.py) are frozen
+into it, so the cache's stamp covers both."""
+
+
+def source_stamp(folder: str, names: tuple[str, ...] = SOURCES) -> str:
+    """sha256 of the files ``names`` in ``folder``, in order: the kernel cache's freshness."""
+    digest = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
 def _install_locator() -> None:
     """Keep the kernel's cache in CACHE_DIR, one folder per module name (the same file imported
-    under two names must not load the other's cache: it refers to its module by name)."""
+    under two names must not load the other's cache: it refers to its module by name), stamped
+    with ``source_stamp``."""
     from numba.core import caching
 
     class Locator(caching.UserProvidedCacheLocator):
@@ -224,6 +241,9 @@ def _install_locator() -> None:
             base = CACHE_DIR or os.path.join(os.path.dirname(py_file), "__pycache__")
             name = "numba-" + py_func.__module__.replace(".", "_")
             self._cache_path = os.path.join(base, name)
+
+        def get_source_stamp(self) -> str:
+            return source_stamp(os.path.dirname(self._py_file))
 
         @classmethod
         def from_function(cls, py_func: Any, py_file: str) -> Any:

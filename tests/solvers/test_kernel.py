@@ -147,3 +147,17 @@ def test_one_frame_and_many_frames_share_one_compiled_kernel():
     solve(skel, Goals(position=pos[:1]), Settings(max_iterations=20))
     solve(skel, Goals(position=pos[1:2], base=np.eye(4)[None]), Settings(max_iterations=20))
     assert len(kernel._kernel().signatures) == before
+
+
+def test_the_kernel_cache_is_stamped_with_every_file_it_is_made_of(tmp_path) -> None:
+    """numba stamps a cache with its function's own file; the loop's constants come from
+    solvers/stops.py and are frozen into it, so a change there must make the cache stale."""
+    import os
+
+    for name in kernel.SOURCES:
+        (tmp_path / name).write_text(f"# {name}\nX = 1\n")
+    before = kernel.source_stamp(str(tmp_path))
+    assert kernel.source_stamp(str(tmp_path)) == before
+    (tmp_path / "stops.py").write_text("# stops.py\nX = 2\n")
+    assert kernel.source_stamp(str(tmp_path)) != before
+    assert set(kernel.SOURCES) <= set(os.listdir(os.path.dirname(kernel.__file__)))
