@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .errors import GoalError, SettingsError
 from .goals import check_weights
+from .kernel import DAMPING
 from .methods import StepContext, clamp_max_abs
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
@@ -49,7 +50,7 @@ from .stops import (
 
 # Methods whose step is exactly damped_solve(J, e, lam2) with lam2 = nullspace_damping(ctx): for
 # one frame their step is solved with one 2-D numpy call instead of batched Cholesky solves.
-DAMPED_METHODS = frozenset({"dls", "lm", "lm_constant", "lm_chan_lawrence"})
+DAMPED_METHODS = frozenset(DAMPING)  # the damped least-squares family (kernel.DAMPING)
 
 
 def unsupported(skeleton: Skeleton, settings: Settings) -> str | None:

@@ -686,7 +686,8 @@ class _Active:
     tm: Array | None  # (F, E, 3) targets in model space, for the goals' lower bounds
     lin_min: Array | None  # (F,) smallest singular value of the armature's world matrix
     state: dict[str, Array]
-    newton: Array | None = None  # this step's Newton damping per frame, NaN: the method's step
+    newton_damping: float | None = None  # the damped Newton step's mu (None: not used)
+    newton: NDArray[np.bool_] | None = None  # the frames taking it this iteration
 
     def keep(self, idx: NDArray[np.intp]) -> None:
         self.index = self.index[idx]
@@ -747,9 +748,8 @@ def _iterate(
     reject = problem.settings.reject_rising_steps and not track
     # the damped Newton step's damping (the method's constant term), None: no such step
     damping = DAMPING.get(method.name)
-    newton = None
     if problem.settings.second_order and damping is not None and not track:
-        newton = damping(method.params)[1]
+        a.newton_damping = damping(method.params)[1]
     for k in range(max_iter + 1):
         tol_pos, tol_rot = problem.tolerances(a.goals)
         kin, err, undone = _evaluate(problem, a, tol_pos, tol_rot, reject and k > 0)
@@ -772,12 +772,11 @@ def _iterate(
             err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], err.residual[keep])
             met, beyond, undone = met[keep], beyond[keep], undone[keep]
         a.prev2_r, a.prev_r = a.prev_r, err.residual
-        if newton is not None:
+        if a.newton_damping is not None:
             # frames that converge linearly (a goal out of reach, or a step that gained
             # little) take the damped Newton step (solvers/curvature.py); after an undone
             # step, the method's own
-            slow = ~met & ~undone & (beyond | (err.residual > SLOW * a.prev2_r))
-            a.newton = np.where(slow, newton, np.nan)
+            a.newton = ~met & ~undone & (beyond | (err.residual > SLOW * a.prev2_r))
         dq, stationary = _step(problem, method, a, kin, err, met, beyond, track, reject, stats)
         if not _update(problem, a, out, dq, stationary, track, k):
             break
@@ -1071,10 +1070,10 @@ def _step(
 def _newton_step(
     problem: _Problem, a: _Active, kin: Kinematics, e6: Array, jw: Array, ew: Array, dt: Array
 ) -> None:
-    """Replace ``dt`` by the damped Newton step (solvers/curvature.py) on the frames whose
-    ``a.newton`` (its damping) is set, where that step exists."""
-    assert a.newton is not None
-    idx = np.flatnonzero(np.isfinite(a.newton))
+    """Replace ``dt`` by the damped Newton step (solvers/curvature.py) on the frames
+    ``a.newton``, where that step exists."""
+    assert a.newton is not None and a.newton_damping is not None
+    idx = np.flatnonzero(a.newton)
     if len(idx) == 0:
         return
     n_eff = problem.skel.n_effectors
@@ -1083,9 +1082,8 @@ def _newton_step(
     u = w_pos.reshape(-1, n_eff, 6)[..., :3] * e6[idx, :, :3]
     if not problem.identity_base:
         u = np.einsum("fji,fej->fei", a.goals.lin[idx], u)  # to model space
-    mu = float(a.newton[idx[0]])  # the same for every frame
     step, ok = second_order_step(
-        problem.skel, _take_kin(kin, idx), jw[idx], ew[idx], u, a.colw[idx], mu
+        problem.skel, _take_kin(kin, idx), jw[idx], ew[idx], u, a.colw[idx], a.newton_damping
     )
     dt[idx[ok]] = step[ok]
 
