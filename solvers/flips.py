@@ -54,7 +54,7 @@ from numpy.typing import NDArray
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .skeleton import Pose, Skeleton
-from .solve import Settings, SolveResult, goal_status
+from .solve import Settings, SolveResult, goal_status, solve_tree
 from .solve import solve as solve_range
 
 Array = NDArray[np.float64]
@@ -192,9 +192,6 @@ class _Tree:
             return np.asarray(res.reason)
         return np.asarray(res.tree_reason[self.index])
 
-    def jumps_between(self, a: int, b: int, angle: float) -> bool:
-        return bool(np.any(joint_steps(self.rot[[a, b]]) > angle))
-
     def admissible(
         self, settings: Settings, met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]]
     ) -> NDArray[np.bool_]:
@@ -234,6 +231,18 @@ def repair(
     met_tol = (g.w_pos <= 0) | g.is_aim, (g.w_rot <= 0) & ~(g.is_aim & (g.w_pos > 0))
     state = [_Tree(i, t, b, result) for i, (t, b) in enumerate(zip(trees, moved, strict=True))]
     report.before = sum(int(s.jumps(angle).sum()) for s in state)
+    # per tree its own skeleton and its goals over every frame, prepared once for the rounds
+    every = np.arange(frames)
+    own = []
+    for t in trees:
+        sub, keep, _ = skeleton.subtree(t)
+        own.append(
+            (
+                sub,
+                keep,
+                prepare_goals(tree_goals(goals, every, t, skeleton.n_effectors), sub.n_effectors),
+            )
+        )
     fresh: list[NDArray[np.intp]] = [np.zeros(0, dtype=np.intp) for _ in state]
     passes = 0
     while True:
@@ -261,16 +270,14 @@ def repair(
                 continue
             ask = np.array(asks, dtype=np.intp)
             index, source = ask[:, 0], ask[:, 1]
-            sub, keep, _ = skeleton.subtree(s.tree)
+            sub, keep, g_tree = own[i]
             at = np.searchsorted(keep, s.bones)  # the tree's bones among the subtree's
             begin = start.take(index)
             begin = Pose(begin.rotations[:, keep], begin.locations[:, keep], begin.stretch[:, keep])
             begin.rotations[:, at] = s.rot[source]
             begin.locations[:, at] = s.loc[source]
             begin.stretch[:, at] = s.stretch[source]
-            res = solve_range(
-                sub, tree_goals(goals, index, s.tree, skeleton.n_effectors), settings, begin
-            )
+            res = solve_tree(sub, g_tree.take(index), settings, begin)
             s.add(index, source, ask[:, 2], res, at)
             report.solved += len(asks)
     report.after = sum(int(s.jumps(angle).sum()) for s in state)
@@ -293,18 +300,21 @@ def _waves(
     for s, new in zip(state, fresh, strict=True):
         asks: list[tuple[int, int, int]] = []
         if new.size:
-            keep = s.admissible(settings, met_tol)
-            reach = np.abs(s.frame[new] - s.frame[s.source[new]])
-            for c in new:
-                same = new[s.source[new] == s.source[c]]
-                if reach[new == c][0] < np.abs(s.frame[same] - s.frame[s.source[c]]).max():
-                    continue  # not the frontier
-                way = int(s.way[c])
-                n = int(s.frame[c]) + way
-                if keep[c] and 0 <= n < frames and s.jumps_between(c, s.chosen[n], angle):
-                    for k in range(WAVE):
-                        if 0 <= n + k * way < frames:
-                            asks.append((n + k * way, int(c), way))
+            src = s.source[new]
+            reach = np.abs(s.frame[new] - s.frame[src])
+            farthest = np.zeros(len(s.frame), dtype=reach.dtype)
+            np.maximum.at(farthest, src, reach)
+            way = s.way[new]
+            nxt = s.frame[new] + way
+            go = (reach >= farthest[src]) & (nxt >= 0) & (nxt < frames)  # frontiers in range
+            go[go] &= s.admissible(settings, met_tol)[new[go]]
+            c = new[go]
+            step = joint_steps(np.stack([s.rot[c], s.rot[s.chosen[nxt[go]]]]))[0]
+            c = c[np.any(step > angle, axis=1)]  # still jumps from the chosen pose next to it
+            for cand in c.tolist():
+                w = int(s.way[cand])
+                n = int(s.frame[cand]) + w
+                asks += [(n + k * w, cand, w) for k in range(WAVE) if 0 <= n + k * w < frames]
         want.append(_untried(s, asks))
     return want
 

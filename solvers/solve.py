@@ -382,6 +382,19 @@ def solve(
     return result
 
 
+def solve_tree(
+    skeleton: Skeleton, g: PreparedGoals, settings: Settings, start: Pose
+) -> SolveResult:
+    """``solve`` of goals already prepared (``prepare_goals``) whose effectors form one IK tree,
+    from the start pose of every frame, without the goals' status: for a caller that solves one
+    tree many times (the flip repair's rounds), so it prepares the goals once. Gives what
+    ``solve`` gives (no balance; the start pose is used in place)."""
+    if settings.keep_limits:
+        skeleton.clamp_to_limits(start)
+    problem = _problem(skeleton, g, settings)
+    return _solve(problem, settings.make_method(), g, start, None, 1)
+
+
 def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
     """The effectors grouped into independent problems, as Blender splits an armature into IK
     trees: two effectors are in one tree when their chains share a moving DOF (transitively).
