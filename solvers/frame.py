@@ -16,7 +16,7 @@ own ``step`` is called. Results match ``solve`` to rounding (tests/solvers/test_
 
 It covers rotational DOFs (ball joints, hinges, two-axis joints) with stiffness. For joint limits
 (with ``keep_limits``), location and stretch DOFs, null-space terms, Jacobians at the targets,
-adaptive clamping, the damped Newton step and "track" mode use ``solve``: ``unsupported`` says
+adaptive clamping and "track" mode use ``solve``: ``unsupported`` says
 which applies, and the constructor raises ``SettingsError`` with it.
 """
 
@@ -27,11 +27,12 @@ import time
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .curvature import curvature_terms, newton_solve, twist_dofs
 from .errors import GoalError, SettingsError
 from .goals import check_weights
 from .kernel import DAMPING
 from .methods import StepContext, clamp_max_abs
-from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton
+from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton, dof_order
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
 from .solve import Settings, SolveResult
 from .stops import (
@@ -67,8 +68,6 @@ def unsupported(skeleton: Skeleton, settings: Settings) -> str | None:
         return "Jacobians at the targets"
     if settings.clamp_adaptive:
         return "adaptive clamping"
-    if settings.second_order and settings.method in DAMPED_METHODS:
-        return "the damped Newton step"
     return None
 
 
@@ -281,6 +280,13 @@ class FrameSolver:
         )
         self.colw = skeleton.dof_weight[cols].copy()
         self.rotational = skeleton.dof_rotational[cols]
+        # the damped Newton step's damping and the DOFs' order (solvers/curvature.py)
+        st = self.settings
+        damping = DAMPING.get(st.method) if st.second_order else None
+        self.newton = None if damping is None else damping(self.method.params)[1]
+        self.rel = dof_order(skeleton)[cols][:, cols]
+        self.moves = skeleton.dof_moves[:, cols]
+        self.twist = twist_dofs(skeleton)[cols]
 
     def _bones(self) -> None:
         """Which bones' frames change and the order they are updated in."""
@@ -516,7 +522,7 @@ class _Run:
             if why != RUNNING:
                 break
             self.prev2_r, self.prev_r = self.prev_r, r
-            dt, jw, e_raw, ctx = self.direction(e6, ew, energy2, pts, pos_err)
+            dt, jw, e_raw, ctx = self.direction(e6, ew, energy2, pts, pos_err, beyond)
             stationary, saddle = self.stationary(jw, e_raw, beyond, pos_err)
             dq = self.joint_step(dt, stationary, saddle)
             if stationary:
@@ -574,9 +580,10 @@ class _Run:
         return RUNNING, beyond
 
     def direction(
-        self, e6: Array, ew: Array, energy2: float, pts: Array, pos_err: Array
+        self, e6: Array, ew: Array, energy2: float, pts: Array, pos_err: Array, beyond: bool
     ) -> tuple[Array, Array, Array, StepContext]:
-        """(the method's step dt on J~ (ClampMag first), J~, the unclamped e~, its context)."""
+        """(the method's step dt on J~ (ClampMag first), or the damped Newton step where every
+        unmet goal is out of reach (solve.py), J~, the unclamped e~, its context)."""
         st, fs = self.st, self.fs
         e_raw = ew
         if st.clamp_distance is not None:  # ClampMag (Buss-Kim section 3)
@@ -601,7 +608,33 @@ class _Run:
             dt = None if lam2 is None else damped_step(jw, ew, float(lam2[0]))
         if dt is None:
             dt = fs.method.step(jw[None], ew[None], ctx)[0]
+        if fs.newton is not None and beyond and not self.undone:
+            dt = self.newton_step(e6, ew, pts, jw, dt)
         return dt, jw, e_raw, ctx
+
+    def newton_step(self, e6: Array, ew: Array, pts: Array, jw: Array, dt: Array) -> Array:
+        """(J~^T J~ + S~ + mu I) dt = J~^T e~ (solve._newton_step), or ``dt`` where that matrix
+        never becomes positive definite."""
+        fs = self.fs
+        n_eff = fs.skeleton.n_effectors
+        u = np.zeros(n_eff * 6)
+        u[fs.rows] = fs.sqrt_w**2 * e6.reshape(-1)[fs.rows]
+        u3 = u.reshape(n_eff, 6)[:, :3]
+        if not self.identity:
+            u3 = u3 @ self.lin  # lin^T u: to model space
+        s = curvature_terms(
+            self.dof_axes()[None],
+            self.m_pos[fs.dof_bone][None],
+            pts[None],
+            u3[None],
+            fs.rel,
+            fs.moves,
+        )[0]
+        h = jw.T @ jw + s * fs.colw[:, None] * fs.colw[None, :]
+        assert fs.newton is not None
+        step, ok = newton_solve(h[None], (jw.T @ ew)[None], fs.newton)
+        step[:, fs.twist] = 0.0  # (curvature.twist_dofs)
+        return np.asarray(step[0]) if ok[0] else dt
 
     def stationary(
         self, jw: Array, e_raw: Array, beyond: bool, pos_err: Array
@@ -680,16 +713,20 @@ class _Run:
         norms = np.sqrt(np.einsum("ebi,ebi->eb", err_buf, err_buf))
         return err_buf.reshape(len(err_buf), 6), pts, norms
 
-    def jacobian(self, pts: Array) -> Array:
-        """J~ of the weighted system (world position rows)."""
+    def dof_axes(self) -> Array:
+        """(n, 3) each DOF's axis in model space."""
         fs, m_rot = self.fs, self.m_rot
         if fs.any_pre:
             dof_frames = m_rot[fs.dof_bone]
             pre = m_rot[fs.parent_ext[fs.dof_bone]] @ fs.rest_rot[fs.dof_bone]
             dof_frames = np.where(fs.is_pre[:, None, None], pre, dof_frames)
-            axes = dof_frames[self.dof_index]  # (n, 3) model space: column dof_axis
-        else:
-            axes = m_rot[fs.dof_bone, :, fs.dof_axis]
+            return np.asarray(dof_frames[self.dof_index])  # column dof_axis
+        return np.asarray(m_rot[fs.dof_bone, :, fs.dof_axis])
+
+    def jacobian(self, pts: Array) -> Array:
+        """J~ of the weighted system (world position rows)."""
+        fs = self.fs
+        axes = self.dof_axes()
         jw = np.zeros((len(fs.rows), fs.n_dofs))
         if len(self.pos_dof):
             ax = axes[self.pos_dof]

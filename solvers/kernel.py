@@ -37,7 +37,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .skeleton import ROT_POST, ROT_PRE, Pose
+from .curvature import twist_dofs
+from .skeleton import ROT_POST, ROT_PRE, Pose, dof_order
 from .stops import (
     BOUND_SLACK,
     CONVERGED,
@@ -46,6 +47,7 @@ from .stops import (
     KICK,
     MAX_ITERATIONS,
     MIN_STEP_SCALE,
+    RAISES,
     RUNNING,
     STAGNATED,
     STATIONARY,
@@ -97,8 +99,6 @@ def covers(skel: Any, st: Any) -> bool:
         return False
     if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
         return False
-    if st.second_order:  # the damped Newton step runs in numpy only (solvers/curvature.py)
-        return False
     return st.clamp_distance is None and st.max_step is None and not st.jacobian_at_targets
 
 
@@ -134,6 +134,8 @@ def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Pla
             problem.inner.astype(np.float64),
             problem.reach_base.astype(np.intp),
             (problem.base_fixed & (problem.reach > 0)).astype(np.bool_),
+            dof_order(skel),
+            twist_dofs(skel),
         )
     return Plan(float(lam_a), float(lam_b), rig)
 
@@ -187,6 +189,7 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
         float(st.stagnation),
         float(st.step_tolerance),
         int(st.divergence_count),
+        bool(st.second_order),
     )
     _call(p.rig, frames_in, rules, out)
     return out
@@ -331,6 +334,8 @@ class Rig(NamedTuple):
     inner: Array  # folded length,
     reach_base: NDArray[np.intp]  # base bone,
     fixed: NDArray[np.bool_]  # and whether its base is fixed (it has a lower bound)
+    dof_rel: NDArray[np.int8]  # (n, n) skeleton.dof_order: how DOF a acts on DOF b
+    twist: NDArray[np.bool_]  # (n,) the DOFs the Newton step leaves alone (curvature.twist_dofs)
 
 
 class Frames(NamedTuple):
@@ -363,6 +368,7 @@ class Rules(NamedTuple):
     stagnation: float
     step_tol: float
     div_count: int
+    second: bool  # the damped Newton step on frames that converge linearly (curvature.py)
 
 
 class Out(NamedTuple):
@@ -401,6 +407,13 @@ class Work(NamedTuple):
     dt: Array  # (n,) the step in weighted coordinates
     dq: Array  # (n,) the step
     tmp: Array  # (3, 3)
+    axes: Array  # (n, 3) each DOF's axis (model space)
+    hess: Array  # (n, n) the damped Newton step's J~^T J~ + S~,
+    low2: Array  # its Cholesky factor,
+    grad: Array  # (n,) J~^T e~,
+    lever: Array  # (n, 3) w_b x (p - o_b) of one effector,
+    turn: Array  # (n, 3) u x w_a,
+    uw: Array  # (E, 3) the weighted position errors (model space)
 
 
 def _loop(rig, frames, rules, out):
@@ -452,7 +465,10 @@ def _frame(f, rig, fr, ru, out):
             break
         prev2_r = prev_r
         prev_r = r
-        if not _damped_step(r2, f, rig, fr, ru, w):
+        # frames whose unmet goals are all out of reach take the damped Newton step
+        # (solvers/curvature.py); after an undone step, the method's own
+        newton = ru.second and not met and not undone and beyond
+        if not _damped_step(r2, newton, f, rig, fr, ru, w):
             why = FALLBACK
             it = k
             break
@@ -515,6 +531,13 @@ def _work(rig, start):
         np.zeros(n),
         np.zeros(n),
         np.zeros((3, 3)),
+        np.zeros((n, 3)),
+        np.zeros((n, n)),
+        np.zeros((n, n)),
+        np.zeros(n),
+        np.zeros((n, 3)),
+        np.zeros((n, 3)),
+        np.zeros((n_eff, 3)),
     )
 
 
@@ -712,15 +735,18 @@ def _bound_test(f, rig, fr, ru, w):
 
 
 @_piece
-def _damped_step(r2, f, rig, fr, ru, w):
-    """``w.dt`` = J~^T (J~ J~^T + lambda^2 I)^-1 e~ by Cholesky on the smaller normal matrix;
-    False when that matrix is not positive definite (the frame goes back to numpy)."""
+def _damped_step(r2, newton, f, rig, fr, ru, w):
+    """``w.dt`` = J~^T (J~ J~^T + lambda^2 I)^-1 e~ by Cholesky on the smaller normal matrix,
+    or with ``newton`` the damped Newton step where it exists (``_newton``); False when the
+    normal matrix is not positive definite (the frame goes back to numpy)."""
     _jacobian(f, rig, fr, ru, w)
     jw, jac, rows, sqrt_w, dof_w = w.jw, w.jac, rig.rows, rig.sqrt_w, rig.dof_w
     m, n = jw.shape
     for i in range(m):
         for j in range(n):
             jw[i, j] = jac[rows[i], j] * sqrt_w[i] * dof_w[j]
+    if newton and _newton(f, rig, fr, ru, w):
+        return True
     energy = 0.5 * r2
     lam2 = ru.lam_a * energy + ru.lam_b
     _normal_matrix(jw, lam2, w.normal)
@@ -728,6 +754,101 @@ def _damped_step(r2, f, rig, fr, ru, w):
         return False
     _solve_normal(w)
     return True
+
+
+@_piece
+def _newton(f, rig, fr, ru, w):
+    """``w.dt`` = the damped Newton step (J~^T J~ + S~ + mu I) dt = J~^T e~ (solvers/curvature.py,
+    its terms in the same order), mu = lam_b raised tenfold until the matrix is positive
+    definite, at most RAISES times; False when it never is (the method's step is taken)."""
+    _newton_matrix(f, rig, fr, ru, w)
+    jw, ew, hess, low2, grad, dt = w.jw, w.ew, w.hess, w.low2, w.grad, w.dt
+    m, n = jw.shape
+    mu = ru.lam_b
+    for _ in range(RAISES + 1):
+        for a in range(n):
+            for b in range(a + 1):
+                low2[a, b] = hess[a, b]
+            low2[a, a] += mu
+        if _cholesky(low2, low2):
+            for j in range(n):
+                s = 0.0
+                for i in range(m):
+                    s += jw[i, j] * ew[i]
+                grad[j] = s
+            for i in range(n):  # L y = g
+                s = grad[i]
+                for c in range(i):
+                    s -= low2[i, c] * dt[c]
+                dt[i] = s / low2[i, i]
+            for i in range(n - 1, -1, -1):  # L^T x = y
+                s = dt[i]
+                for c in range(i + 1, n):
+                    s -= low2[c, i] * dt[c]
+                dt[i] = s / low2[i, i]
+            for j in range(n):  # no bone turns about its own length (curvature.twist_dofs)
+                if rig.twist[j]:
+                    dt[j] = 0.0
+            return True
+        mu *= 10.0
+    return False
+
+
+@_piece
+def _newton_matrix(f, rig, fr, ru, w):
+    """The lower triangle of J~^T J~ + S~ into ``w.hess``: S_ab = -sum_e u_e . d2p_e/dq_a dq_b,
+    u_e = W e_e of the position rows in model space (curvature.curvature_terms), times the
+    DOFs' weights."""
+    jw, err, rows, sqrt_w, dof_w = w.jw, w.err, rig.rows, rig.sqrt_w, rig.dof_w
+    dof_bone, dof_moves, dof_rel = rig.dof_bone, rig.dof_moves, rig.dof_rel
+    hess, axes, lever, turn, uw, pts, mpos = w.hess, w.axes, w.lever, w.turn, w.uw, w.pts, w.mpos
+    m, n = jw.shape
+    n_eff = uw.shape[0]
+    uw[:] = 0.0
+    for i in range(m):
+        if rows[i] % 6 < 3:
+            uw[rows[i] // 6, rows[i] % 6] = sqrt_w[i] ** 2 * err[rows[i] // 6, rows[i] % 6]
+    if not ru.identity:
+        lin = fr.lin
+        for e in range(n_eff):
+            u0, u1, u2 = uw[e, 0], uw[e, 1], uw[e, 2]
+            for i in range(3):
+                uw[e, i] = lin[f, 0, i] * u0 + lin[f, 1, i] * u1 + lin[f, 2, i] * u2
+    for a in range(n):
+        for b in range(a + 1):
+            s = 0.0
+            for i in range(m):
+                s += jw[i, a] * jw[i, b]
+            hess[a, b] = s
+    for e in range(n_eff):
+        if uw[e, 0] == 0.0 and uw[e, 1] == 0.0 and uw[e, 2] == 0.0:
+            continue
+        for j in range(n):
+            b = dof_bone[j]
+            v0 = pts[e, 0] - mpos[b, 0]
+            v1 = pts[e, 1] - mpos[b, 1]
+            v2 = pts[e, 2] - mpos[b, 2]
+            lever[j, 0] = axes[j, 1] * v2 - axes[j, 2] * v1
+            lever[j, 1] = axes[j, 2] * v0 - axes[j, 0] * v2
+            lever[j, 2] = axes[j, 0] * v1 - axes[j, 1] * v0
+            turn[j, 0] = uw[e, 1] * axes[j, 2] - uw[e, 2] * axes[j, 1]
+            turn[j, 1] = uw[e, 2] * axes[j, 0] - uw[e, 0] * axes[j, 2]
+            turn[j, 2] = uw[e, 0] * axes[j, 1] - uw[e, 1] * axes[j, 0]
+        for a in range(n):
+            if not dof_moves[e, a]:
+                continue
+            for b in range(a + 1):
+                if not dof_moves[e, b] or dof_rel[a, b] == 0:
+                    continue
+                tab = turn[a, 0] * lever[b, 0] + turn[a, 1] * lever[b, 1] + turn[a, 2] * lever[b, 2]
+                tba = turn[b, 0] * lever[a, 0] + turn[b, 1] * lever[a, 1] + turn[b, 2] * lever[a, 2]
+                if dof_rel[a, b] == 1:  # a upstream of b
+                    t = tab
+                elif dof_rel[a, b] == 2:  # a downstream of b
+                    t = tba
+                else:  # two DOFs of one rotation
+                    t = 0.5 * (tab + tba)
+                hess[a, b] -= t * dof_w[a] * dof_w[b]
 
 
 @_piece
@@ -761,6 +882,7 @@ def _jacobian(f, rig, fr, ru, w):
             x0, x1, x2 = tmp[0, 0], tmp[1, 0], tmp[2, 0]
         else:
             x0, x1, x2 = mrot[b, 0, a], mrot[b, 1, a], mrot[b, 2, a]
+        w.axes[j, 0], w.axes[j, 1], w.axes[j, 2] = x0, x1, x2
         for e in range(n_eff):
             if not dof_moves[e, j]:
                 continue

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from . import kernel
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
-from .curvature import SLOW, second_order_step
+from .curvature import second_order_step
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .kernel import DAMPING
@@ -75,11 +75,13 @@ class Settings:
     jacobian_at_targets: form the position rows at the target points (Buss 2009).
     keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve.
     second_order: the damped least-squares methods (lm, dls, lm_constant, lm_chan_lawrence)
-        take the damped Newton step (J~^T J~ + S~ + b I) dt = J~^T e~ on frames that converge
-        linearly (a goal out of reach, or a step that gained less than a quarter), S~ the
-        residual's curvature and b the method's constant damping, raised tenfold until the
-        matrix is positive definite (solvers/curvature.py). Off by default: far fewer steps
-        where goals cannot be met, but more joint jumps between frames (docs/solver-api.md).
+        take the damped Newton step (J~^T J~ + S~ + b I) dt = J~^T e~ on frames whose unmet
+        goals are all out of reach (``_Problem.lower_bound``; not right after an undone step),
+        S~ the residual's curvature and b the method's constant damping, raised tenfold until
+        the matrix is positive definite, no bone twisting about its own length
+        (solvers/curvature.py). There LM creeps toward the straight chain (J^T J loses the
+        bending directions); the Newton step gets to the bound in a few steps. Frames whose
+        goals are in conflict keep the method's step (docs/solver-api.md).
     flip_angle: bakes (``solvers.flips.repair``, converge mode) re-solve the frames where a bone
         turns by more than this between frames from their solved neighbours; 0 = off.
     """
@@ -106,7 +108,7 @@ class Settings:
     jacobian_at_targets: bool = False
     track_steps: int = 1
     keep_limits: bool = True
-    second_order: bool = False
+    second_order: bool = True
     flip_angle: float = math.radians(10.0)
 
     def __post_init__(self) -> None:
@@ -786,10 +788,9 @@ def _iterate(
             met, beyond, undone = met[keep], beyond[keep], undone[keep]
         a.prev2_r, a.prev_r = a.prev_r, err.residual
         if a.newton_damping is not None:
-            # frames that converge linearly (a goal out of reach, or a step that gained
-            # little) take the damped Newton step (solvers/curvature.py); after an undone
-            # step, the method's own
-            a.newton = ~met & ~undone & (beyond | (err.residual > SLOW * a.prev2_r))
+            # frames whose unmet goals are all out of reach take the damped Newton step
+            # (solvers/curvature.py); after an undone step, the method's own
+            a.newton = ~met & ~undone & beyond
         dq, stationary = _step(problem, method, a, kin, err, met, beyond, track, reject, stats)
         if not _update(problem, a, out, dq, stationary, track, k):
             break

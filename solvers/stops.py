@@ -22,3 +22,7 @@ BOUND_SLACK = 0.1
 """A goal out of reach is done when its error is within this fraction of the tolerance of its
 lower bound (``solve._Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
 default tolerance."""
+
+RAISES = 12
+"""How many times the Newton step's damping may be raised tenfold (1e-3 to 1e9) before the
+frame takes its method's step instead."""

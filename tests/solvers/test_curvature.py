@@ -1,7 +1,7 @@
 """The damped Newton step (solvers/curvature.py): its curvature term against finite differences
-of the error, and what it is for: frames with a goal out of reach, or goals of one tree in
-conflict, reach their best pose in tens of steps where LM creeps for hundreds; equal in the
-numpy loop, which every path defers to."""
+of the error, and what it is for: frames whose unmet goals are all out of reach reach their best
+pose in tens of steps where LM creeps for hundreds; the same in every loop (numpy, compiled,
+one frame); frames with goals in conflict keep LM's steps."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from jacobian_ik.solvers import (
     kernel,
     solve,
 )
-from jacobian_ik.solvers.curvature import curvature
+from jacobian_ik.solvers.curvature import curvature, second_order_step, twist_dofs
 from jacobian_ik.solvers.frame import unsupported
 from jacobian_ik.solvers.goals import prepare_goals
 from tests.rigs.skeletons import chain, translation
@@ -114,21 +114,63 @@ def test_a_long_chain_reaches_an_unreachable_targets_bound_in_few_steps(bones: i
     assert old.iterations.mean() > 3 * res.iterations.mean()
 
 
-def test_the_newton_step_runs_in_numpy_and_every_path_takes_it() -> None:
-    """The compiled loop and the one-frame path leave a solve with the Newton step to the numpy
-    loop: a humanoid whose hand chains run through the spine (goals in conflict), targets in
-    and out of reach, gives the same result through ``solve`` and ``Solver`` frame by frame,
-    in fewer steps than without it."""
+@pytest.mark.parametrize("compiled", [True, False])
+def test_every_path_takes_the_newton_step_alike(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A humanoid whose hand chains run through the spine (one tree) and feet on their own, one
+    foot's target out of reach: ``solve`` (the compiled loop or numpy) and ``Solver`` frame by
+    frame (the compiled loop, or the one-frame path without it) give the same result, which the
+    Newton step changed (the foot's frames)."""
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if compiled else "0")
     rng = np.random.default_rng(11)
     skel = random_humanoid(rng, spine_chains=True)
     pos = targets(skel, rng, 6, far=3)
     st = Settings(second_order=True)
-    assert not kernel.covers(skel, st) and unsupported(skel, st) is not None
+    assert kernel.covers(skel, st) == (compiled and kernel.enabled())
+    assert unsupported(skel, st) is None
     want = solve(skel, Goals(pos), st)
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "0")
+    numpy_loop = solve(skel, Goals(pos), st)
+    np.testing.assert_array_equal(numpy_loop.iterations, want.iterations)
+    np.testing.assert_allclose(numpy_loop.pose.rotations, want.pose.rotations, atol=1e-9)
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if compiled else "0")
     solver = Solver(skel, st)
     got = [solver.solve(Goals(pos[f : f + 1])) for f in range(len(pos))]
     np.testing.assert_array_equal([g.iterations[0] for g in got], want.iterations)
     rotations = np.concatenate([g.pose.rotations for g in got])
     np.testing.assert_allclose(rotations, want.pose.rotations, atol=1e-9)
     off = solve(skel, Goals(pos), dataclasses.replace(st, second_order=False))
-    assert off.iterations.sum() > want.iterations.sum()
+    assert np.abs(off.pose.rotations - want.pose.rotations).max() > 1e-6
+
+
+def test_goals_in_conflict_keep_the_methods_step() -> None:
+    """Targets each within its chain's reach, the hands' chains sharing the spine: no unmet goal
+    is out of reach, so no frame takes the Newton step: the result is the one without it."""
+    rng = np.random.default_rng(12)
+    skel = random_humanoid(rng, spine_chains=True)
+    pos = targets(skel, rng, 12, far=3)
+    pos[:, 3] = targets(skel, rng, 12, far=0)[:, 3]  # (goal 3 back in reach)
+    on = solve(skel, Goals(pos), Settings(second_order=True))
+    off = solve(skel, Goals(pos), Settings(second_order=False))
+    assert np.any(on.goal_status == "conflict") or not np.all(on.success)
+    np.testing.assert_array_equal(on.iterations, off.iterations)
+    np.testing.assert_array_equal(on.pose.rotations, off.pose.rotations)
+
+
+def test_the_newton_step_turns_no_bone_about_its_own_length() -> None:
+    """The step leaves the twist DOFs (each ball-jointed bone's Y axis) alone: where only goals
+    out of reach are unmet, twist is what they cannot see and the curvature turned it
+    differently from frame to frame; swinging alone still reaches the bound."""
+    rng = np.random.default_rng(5)
+    skel, start, far = _curled_tentacle(rng, 3)
+    twist = twist_dofs(skel)
+    assert twist.sum() == 3 and np.all(skel.dof_axis[twist] == 1)
+    kin = skel.forward_kinematics(start)
+    jw = skel.jacobian(kin)[:, 0, :3]  # (1, 3, n), unit weights
+    e = far[:1] - kin.points[:, 0]
+    step, ok = second_order_step(skel, kin, jw, e, e[:, None], np.ones((1, skel.n_dofs)), 1e-3)
+    assert ok[0] and np.all(step[0, twist] == 0.0) and np.abs(step[0, ~twist]).max() > 1e-3
+    res = solve(skel, Goals(far[:, None]), Settings(), pose=start.broadcast(len(far)))
+    excess = res.position_error[:, 0] - (np.linalg.norm(far, axis=1) - 1.0)
+    assert np.all(excess <= 1.1e-6), excess
