@@ -103,6 +103,9 @@ SMOKE: dict[str, Smoke] = {
     f"{PY} -m benchmarks.zoo --seed 23 --count 10 --repeats 3": Smoke(
         f"{PY} -m benchmarks.zoo --seed 23 --count 1 --frames 4 --out out"
     ),
+    f"{PY} -m benchmarks.zoo --seed 101 --count 20": Smoke(
+        f"{PY} -m benchmarks.zoo --seed 101 --count 1 --frames 4 --out out"
+    ),
     f"{PY} -m benchmarks.sugihara --seed 0 --count 1000 --json": Smoke(
         f"{PY} -m benchmarks.sugihara --seed 0 --count 5 --json"
     ),
