@@ -776,16 +776,7 @@ def _newton(f, rig, fr, ru, w):
                 for i in range(m):
                     s += jw[i, j] * ew[i]
                 grad[j] = s
-            for i in range(n):  # L y = g
-                s = grad[i]
-                for c in range(i):
-                    s -= low2[i, c] * dt[c]
-                dt[i] = s / low2[i, i]
-            for i in range(n - 1, -1, -1):  # L^T x = y
-                s = dt[i]
-                for c in range(i + 1, n):
-                    s -= low2[c, i] * dt[c]
-                dt[i] = s / low2[i, i]
+            _triangular_solves(low2, grad, dt)
             for j in range(n):  # no bone turns about its own length (curvature.twist_dofs)
                 if rig.twist[j]:
                     dt[j] = 0.0
@@ -954,16 +945,7 @@ def _solve_normal(w):
             for c in range(m):
                 s += jw[c, i] * ew[c]
             rhs[i] = s
-    for i in range(k_dim):  # L y = rhs
-        s = rhs[i]
-        for c in range(i):
-            s -= low[i, c] * z[c]
-        z[i] = s / low[i, i]
-    for i in range(k_dim - 1, -1, -1):  # L^T x = y
-        s = z[i]
-        for c in range(i + 1, k_dim):
-            s -= low[c, i] * z[c]
-        z[i] = s / low[i, i]
+    _triangular_solves(low, rhs, z)
     if small:
         for j in range(n):
             s = 0.0
@@ -973,6 +955,23 @@ def _solve_normal(w):
     else:
         for j in range(n):
             dt[j] = z[j]
+
+
+@_piece
+def _triangular_solves(low, b, x):
+    """x = (L L^T)^-1 b from the Cholesky factor ``low``: L y = b, then L^T x = y (``x`` holds y
+    in between; ``b`` is not overwritten)."""
+    k = low.shape[0]
+    for i in range(k):  # L y = b
+        s = b[i]
+        for c in range(i):
+            s -= low[i, c] * x[c]
+        x[i] = s / low[i, i]
+    for i in range(k - 1, -1, -1):  # L^T x = y
+        s = x[i]
+        for c in range(i + 1, k):
+            s -= low[c, i] * x[c]
+        x[i] = s / low[i, i]
 
 
 @_piece
