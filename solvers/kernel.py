@@ -368,7 +368,7 @@ class Rules(NamedTuple):
     stagnation: float
     step_tol: float
     div_count: int
-    second: bool  # the damped Newton step on frames that converge linearly (curvature.py)
+    second: bool  # the damped Newton step on frames whose unmet goals are out of reach
 
 
 class Out(NamedTuple):
