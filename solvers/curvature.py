@@ -46,15 +46,6 @@ from .skeleton import (
 )
 from .stops import RAISES
 
-__all__ = [
-    "RAISES",
-    "curvature",
-    "curvature_terms",
-    "newton_solve",
-    "second_order_step",
-    "twist_dofs",
-]
-
 Array = NDArray[np.float64]
 
 
@@ -128,6 +119,29 @@ def twist_dofs(skel: Skeleton) -> NDArray[np.bool_]:
     return out
 
 
+def newton_step(
+    axes: Array,
+    pivots: Array,
+    points: Array,
+    u: Array,
+    rel: NDArray[np.int8],
+    moves: NDArray[np.bool_],
+    twist: NDArray[np.bool_],
+    jw: Array,
+    ew: Array,
+    colw: Array,
+    lam2: float,
+) -> tuple[Array, NDArray[np.bool_]]:
+    """The damped Newton step (J~^T J~ + S~ + mu I) dt = J~^T e~ of F frames (``newton_solve``),
+    S~ = ``curvature_terms`` in the weighted coordinates (W_q^1/2 S W_q^1/2, ``colw`` =
+    W_q^1/2), its part along the ``twist`` DOFs dropped (``twist_dofs``)."""
+    s = curvature_terms(axes, pivots, points, u, rel, moves) * colw[:, :, None] * colw[:, None, :]
+    h = np.einsum("fma,fmb->fab", jw, jw) + s
+    step, ok = newton_solve(h, np.einsum("fma,fm->fa", jw, ew), lam2)
+    step[:, twist] = 0.0
+    return step, ok
+
+
 def second_order_step(
     skel: Skeleton,
     kin: Kinematics,
@@ -137,12 +151,9 @@ def second_order_step(
     colw: Array,
     lam2: float,
 ) -> tuple[Array, NDArray[np.bool_]]:
-    """The damped Newton step (J~^T J~ + S~ + mu I) dt = J~^T e~ of F frames (``newton_solve``),
-    S~ the curvature in the weighted coordinates (W_q^1/2 S W_q^1/2, ``colw`` = W_q^1/2), its
-    twist DOFs' part removed (``twist_dofs``)."""
-    s = curvature(skel, kin, u) * colw[:, :, None] * colw[:, None, :]
-    h = np.einsum("fma,fmb->fab", jw, jw) + s
-    g = np.einsum("fma,fm->fa", jw, ew)
-    step, ok = newton_solve(h, g, lam2)
-    step[:, twist_dofs(skel)] = 0.0
-    return step, ok
+    """``newton_step`` of every DOF of ``skel`` at the kinematics ``kin``."""
+    axes, pivots = skel.dof_axes(kin), kin.head[:, skel.dof_bone]
+    rel, moves = dof_order(skel), skel.dof_moves
+    return newton_step(
+        axes, pivots, kin.points, u, rel, moves, twist_dofs(skel), jw, ew, colw, lam2
+    )

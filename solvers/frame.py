@@ -27,7 +27,7 @@ import time
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .curvature import curvature_terms, newton_solve, twist_dofs
+from .curvature import newton_step, twist_dofs
 from .errors import GoalError, SettingsError
 from .goals import check_weights
 from .kernel import DAMPING
@@ -622,18 +622,20 @@ class _Run:
         u3 = u.reshape(n_eff, 6)[:, :3]
         if not self.identity:
             u3 = u3 @ self.lin  # lin^T u: to model space
-        s = curvature_terms(
+        assert fs.newton is not None
+        step, ok = newton_step(
             self.dof_axes()[None],
             self.m_pos[fs.dof_bone][None],
             pts[None],
             u3[None],
             fs.rel,
             fs.moves,
-        )[0]
-        h = jw.T @ jw + s * fs.colw[:, None] * fs.colw[None, :]
-        assert fs.newton is not None
-        step, ok = newton_solve(h[None], (jw.T @ ew)[None], fs.newton)
-        step[:, fs.twist] = 0.0  # (curvature.twist_dofs)
+            fs.twist,
+            jw[None],
+            ew[None],
+            fs.colw[None],
+            fs.newton,
+        )
         return np.asarray(step[0]) if ok[0] else dt
 
     def stationary(
