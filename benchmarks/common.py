@@ -56,3 +56,22 @@ def median_time(fn: Callable[[], Any], repeats: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def rough(quats: np.ndarray, tolerance_deg: float = 0.1) -> float:
+    """Share of (frame, bone) samples of a full bake's rotations (F, B, 4) that turn more than
+    ``tolerance_deg`` away from the cubic through the bone's two frames on either side: jitter
+    that no smooth curve follows, so a lean bake keys it where a full bake does."""
+    q = _hemisphere(quats)
+    mid = (-q[:-4] + 4 * q[1:-3] + 4 * q[3:-1] - q[4:]) / 6.0
+    mid /= np.linalg.norm(mid, axis=2, keepdims=True)
+    d = np.linalg.norm(mid - q[2:-2], axis=2)
+    return float(np.mean(np.degrees(4 * np.arcsin(np.minimum(d / 2, 1.0))) > tolerance_deg))
+
+
+def _hemisphere(quats: np.ndarray) -> np.ndarray:
+    """Quaternions (F, B, 4) flipped frame to frame into one hemisphere."""
+    q = quats.copy()
+    for f in range(1, len(q)):
+        q[f] *= np.where(np.sum(q[f] * q[f - 1], axis=1) < 0, -1.0, 1.0)[:, None]
+    return q

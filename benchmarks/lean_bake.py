@@ -112,25 +112,6 @@ def _state(ob: Any, names: list[str], frames: int) -> tuple[np.ndarray, np.ndarr
     return tips, quats
 
 
-def rough(quats: np.ndarray, tolerance_deg: float = 0.1) -> float:
-    """Share of (frame, bone) samples of a full bake's rotations (F, B, 4) that turn more than
-    ``tolerance_deg`` away from the cubic through the bone's two frames on either side: jitter
-    that no smooth curve follows, so a lean bake keys it where a full bake does."""
-    q = _hemisphere(quats)
-    mid = (-q[:-4] + 4 * q[1:-3] + 4 * q[3:-1] - q[4:]) / 6.0
-    mid /= np.linalg.norm(mid, axis=2, keepdims=True)
-    d = np.linalg.norm(mid - q[2:-2], axis=2)
-    return float(np.mean(np.degrees(4 * np.arcsin(np.minimum(d / 2, 1.0))) > tolerance_deg))
-
-
-def _hemisphere(quats: np.ndarray) -> np.ndarray:
-    """Quaternions (F, B, 4) flipped frame to frame into one hemisphere."""
-    q = quats.copy()
-    for f in range(1, len(q)):
-        q[f] *= np.where(np.sum(q[f] * q[f - 1], axis=1) < 0, -1.0, 1.0)[:, None]
-    return q
-
-
 def zoo_rows(
     seed: int = 1, count: int = 5, frames: int = 250, tolerances: tuple[float, float] | None = None
 ) -> list[dict[str, Any]]:
@@ -141,6 +122,7 @@ def zoo_rows(
 
     from benchmarks import vs_blender
     from benchmarks import zoo as zoo_bench
+    from benchmarks.common import rough
     from tests.rigs.zoo_rigs import zoo
 
     vs_blender.import_bpy()  # sets vs_blender.bpy (bpy is imported already, see the imports)

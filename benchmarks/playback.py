@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 
 from jacobian_ik.solvers import Pose, Settings, exp_so3, solve
+from jacobian_ik.solvers.rotations import quaternion_from_matrix
 from tests.rigs.scenes import RigSpec, chain_bones, chain_root
 
 from . import blender
+from .common import rough
 
 JUMP_DEG = 10.0
 
@@ -29,6 +31,7 @@ class Playback:
     reach: np.ndarray  # (E,) chain length
     inner: np.ndarray  # (E,) inner radius of the chain's workspace
     jumps_by_bone: dict[str, int] = field(default_factory=dict)
+    jitter: float = 0.0  # share of chain-bone samples over 0.1 deg off their cubic (common.rough)
 
 
 def playback(ob: Any, spec: RigSpec, empties: list[Any], frames: int) -> Playback:
@@ -81,6 +84,7 @@ def playback(ob: Any, spec: RigSpec, empties: list[Any], frames: int) -> Playbac
             for n, c in zip(chain_names, np.sum(angle > JUMP_DEG, axis=0), strict=True)
             if c
         },
+        rough(quaternion_from_matrix(rot)),
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, flips, solve
+from ..solvers.smooth import smooth as smooth_jitter
 from . import actions, full_body, limits, poles, reduce, rig, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
@@ -462,22 +463,27 @@ def _repair_flips(
     settings: Settings,
     chunks: list[tuple[rig.FrameData, Goals, SolveResult]],
 ) -> list[SolveResult]:
-    """Each chunk's result, with ``solvers.flips.repair`` run once over the whole range in
-    converge mode (the chunks joined, so the repair does not depend on where chunks end): the
-    frames where a bone turns by more than ``Settings.flip_angle`` are re-solved from their
-    solved neighbours. Not with Move Root and poles (their second pass, ``full_body``)."""
+    """Each chunk's result, with the post-passes of converge mode run once over the whole range
+    (the chunks joined, so they do not depend on where chunks end): ``solvers.flips.repair``
+    re-solves the frames where a bone turns by more than ``Settings.flip_angle`` from their
+    solved neighbours, then ``solvers.smooth`` takes the jitter out of the motion in the goals'
+    null space (``Settings.smooth_passes``). Not with Move Root and poles (their second pass,
+    ``full_body``)."""
     results = [c[2] for c in chunks]
     frames = sum(r.pose.frames for r in results)
     if (
         settings.mode != "converge"
-        or settings.flip_angle <= 0.0
+        or (settings.flip_angle <= 0.0 and settings.smooth_passes <= 0)
         or frames < 3
         or (model.root >= 0 and prepared.poles.poles)
     ):
         return results
     start = flips.join_poses([c[0].pose for c in chunks])
     goals = flips.join_goals([c[1] for c in chunks])
-    whole, _ = flips.repair(model.skeleton, goals, settings, start, flips.join_results(results))
+    whole = flips.join_results(results)
+    if settings.flip_angle > 0.0:
+        whole, _ = flips.repair(model.skeleton, goals, settings, start, whole)
+    whole, _ = smooth_jitter(model.skeleton, goals, settings, whole, settings.smooth_passes)
     out, first = [], 0
     for r in results:
         index = np.arange(first, first + r.pose.frames)

@@ -84,6 +84,9 @@ class Settings:
         goals are in conflict keep the method's step (docs/solver-api.md).
     flip_angle: bakes (``solvers.flips.repair``, converge mode) re-solve the frames where a bone
         turns by more than this between frames from their solved neighbours; 0 = off.
+    smooth_passes: bakes (converge mode, after the flip repair) smooth the jitter of the solved
+        motion in the goals' null space with this many passes (``solvers.smooth``): every goal
+        stays as near its target as the solve put it; 0 = off.
     """
 
     method: str = "lm"
@@ -110,6 +113,7 @@ class Settings:
     keep_limits: bool = True
     second_order: bool = True
     flip_angle: float = math.radians(10.0)
+    smooth_passes: int = 10
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -120,6 +124,8 @@ class Settings:
             )
         if self.max_iterations < 0 or self.track_steps < 1 or self.divergence_count < 1:
             raise SettingsError("max_iterations >= 0, track_steps >= 1, divergence_count >= 1")
+        if self.smooth_passes < 0:
+            raise SettingsError(f"smooth_passes must be >= 0, got {self.smooth_passes}")
         for name in (
             "tolerance",
             "rotation_tolerance",

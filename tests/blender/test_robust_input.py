@@ -411,13 +411,14 @@ def assert_same(a: dict[Any, np.ndarray], b: dict[Any, np.ndarray], atol: float)
 
 
 def no_flip_repair(monkeypatch: Any) -> None:
-    """Bakes without the flip repair (``Settings.flip_angle`` 0; solvers/flips.py)."""
+    """Bakes without the flip repair and the smoothing (``Settings.flip_angle`` and
+    ``smooth_passes`` 0; solvers/flips.py, solvers/smooth.py)."""
     run = sys.modules["jacobian_ik.bridge.run"]
     settings = run.solver_settings
     monkeypatch.setattr(
         run,
         "solver_settings",
-        lambda props, mode=None: replace(settings(props, mode), flip_angle=0.0),
+        lambda props, mode=None: replace(settings(props, mode), flip_angle=0.0, smooth_passes=0),
     )
 
 
@@ -427,8 +428,9 @@ def test_converge_bake_equals_frame_by_frame_in_any_order(clean: Any, monkeypatc
     assert_same(converge_bake(frames), baked, atol=0.0)  # two runs: identical
     # chunked: identical (the flip repair runs once over the joined chunks)
     assert_same(converge_bake(frames, 7, monkeypatch), baked, atol=0.0)
-    # frame by frame, a frame has no neighbours and is not repaired: the bake without its flip
-    # repair is what its frames solved one by one give (with it, see test_flip_repair_in_bakes)
+    # frame by frame, a frame has no neighbours and is not repaired or smoothed: the bake
+    # without its flip repair and smoothing is what its frames solved one by one give (with
+    # them, see test_flip_repair_in_bakes and tests/solvers/test_smooth.py)
     no_flip_repair(monkeypatch)
     baked = converge_bake(frames)
     # the chain is keyed on every frame, so a frame's start pose is its own key whatever order
