@@ -87,7 +87,10 @@ def smooth(
             continue
         own = Pose(pose.rotations[:, keep], pose.locations[:, keep], pose.stretch[:, keep])
         report.changed |= part.run(own, passes)
-        pose.rotations[:, keep[mask]] = own.rotations[:, mask]
+        solved = keep[mask]  # the correction step may move locations and stretch too
+        pose.rotations[:, solved] = own.rotations[:, mask]
+        pose.locations[:, solved] = own.locations[:, mask]
+        pose.stretch[:, solved] = own.stretch[:, mask]
     if not report.changed.any():
         return result, report
     err = _problem(skeleton, g, settings).errors(skeleton.forward_kinematics(pose), g)
