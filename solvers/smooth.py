@@ -8,20 +8,25 @@ solved from its own start, and where the loop stops in such a set depends on the
 jitter by 0.1-3 degrees from frame to frame while the goals' errors move smoothly. Blender's
 own IK bakes the same jitter on such rigs. A lean bake has to key it.
 
-``smooth`` takes it out after the solve (and the flip repair). Each pass moves every frame toward
-the cubic through its two neighbours on either side (the same stencil as the roughness measure
-of benchmarks/lean_bake.py), projected onto the null space of its goals' Jacobian, then puts the
-effectors back where they were with one minimum-norm step (the move changes them only to second
-order). Passes are Jacobi steps of size ``ALPHA`` on the stencil. A frame keeps a pass's pose
-only when it is admissible as the flip repair's candidates are: a goal the solve met stays within
-the tolerance, one it did not ends no farther off than the solve's error plus a tenth of the
-tolerance (both against the solve, not the last pass, so the passes cannot add up). A bone
-that turns by more than ``WINDOW`` between two frames of the stencil is left where it is there
-(a jump is the flip repair's business; smoothing across it would spread it over its neighbours).
+``smooth`` takes it out after the solve (and the flip repair), in the IK trees of several goals
+(``SINGLE``) and at the frames where such a tree has a goal the solve did not meet (elsewhere
+the tree keeps the solve's pose). Each pass moves those frames, even ones first, then odd ones
+(so a frame moves while its neighbours hold still), toward the cubic through their two
+neighbours on either side (the stencil of the roughness measure, benchmarks/common.py
+``rough``), projected onto the null space of the goals' Jacobian, then puts the effectors back
+where they were with one minimum-norm step (the move changes them only to second order). Every
+tree of the armature is in one batch; each keeps the pass or not on its own. A tree keeps a
+pass at a frame only when its goals stay admissible as the flip repair's candidates must be (a
+goal the solve met stays within the tolerance, one it did not ends no farther off than the
+solve's error plus a tenth of the tolerance: both against the solve, not the last pass, so the
+passes cannot add up) and none of its bones turns by more than ``Settings.flip_angle`` to a
+neighbour where it did not. A bone that turns by more than ``WINDOW`` between two frames of its
+stencil is not moved there (a jump is the flip repair's business; smoothing across it would
+spread it over its neighbours).
 
-The goals' errors, the reasons and iterations stay the solve's; the poses of the smoothed frames
-are no longer a solve of that frame alone (they differ from it in the null space only). Pure
-numpy, deterministic (fixed passes, no randomness).
+The goals' errors stay within those bounds, the reasons and iterations are the solve's; the
+poses of the smoothed frames are no longer a solve of that frame alone (they differ from it in
+the goals' null space only). Pure numpy, deterministic (fixed passes, no randomness).
 """
 
 from __future__ import annotations
@@ -41,17 +46,17 @@ Array = NDArray[np.float64]
 
 ALPHA = 0.375
 """Step of a pass. The stencil S maps the alternating mode (-1)^f to -5/3 of itself, so
-1 + ALPHA (S - 1) takes it to 0 at ALPHA = 3/8; larger steps make it grow back (measured: 1.0
-oscillates), smaller ones need more passes."""
+1 + ALPHA (S - 1) takes it to 0 at ALPHA = 3/8; with every frame moving at once 1.0 oscillated;
+0.6 and 0.75 (even and odd frames apart) smoothed no better in 10 or 20 passes."""
 WINDOW = np.radians(5.0)
 """A bone that turns by more than this between two frames of its stencil is not moved."""
 DEVIATION = np.radians(0.005)
 """Frames whose bones all lie within this of their cubic are left alone (and cost nothing)."""
-ONE_GOAL = False
-"""Whether trees of one goal are smoothed. They are not: what a single chain leaves free is its
-turn about the line to a target out of reach, and it jitters little (measured on the captured
-zoo bakes: 1-13 % of samples off their cubic, against 27-64 % in trees of several goals), while
-the passes over many small trees cost 3-5 times their solve (spiders, quadrupeds)."""
+SINGLE = False
+"""Trees of one goal (poles do not count) are not smoothed. What a single chain leaves free is
+its turn about the line to a target out of reach: on the 20 captured zoo bakes 1-13 % of their
+samples lie off their cubic (Blender's bakes of zoo seed 23: 2-5 %), against 27-64 % in trees of
+several goals, and the passes would cost 1-3 times their solve on spiders and quadrupeds."""
 DAMPING = 1e-9
 """Regularisation of J J^T in the projection and the correction (m x m systems, m <= 6 E)."""
 
@@ -77,95 +82,91 @@ def smooth(
     g = prepare_goals(goals, skeleton.n_effectors)
     if np.any(g.is_aim):
         return result, report
+    run = _Run(skeleton, g, settings, result)
+    if run.loose is None:
+        return result, report
     pose = result.pose.copy()
-    for tree in result.trees or ik_trees(skeleton):
-        if np.count_nonzero(~g.secondary[tree]) < 2 and not ONE_GOAL:  # poles do not count
-            continue
-        sub, keep, mask = skeleton.subtree(tree)
-        part = _Part(sub, g.select(tree), settings, result, tree)
-        if not part.loose.any():
-            continue
-        own = Pose(pose.rotations[:, keep], pose.locations[:, keep], pose.stretch[:, keep])
-        report.changed |= part.run(own, passes)
-        solved = keep[mask]  # the correction step may move locations and stretch too
-        pose.rotations[:, solved] = own.rotations[:, mask]
-        pose.locations[:, solved] = own.locations[:, mask]
-        pose.stretch[:, solved] = own.stretch[:, mask]
+    parity = np.arange(frames) % 2
+    for _ in range(passes):
+        moved = False
+        # even frames, then odd ones: a frame moves while its neighbours hold still, so the test
+        # against new jumps (``_Run.step``) is exact
+        for half in (0, 1):
+            active = np.flatnonzero(run.loose.any(axis=1) & (parity == half))
+            at, toward = run.targets(pose, active)
+            if at.size == 0:
+                continue
+            keep, new = run.step(pose, toward, at)  # (F', B) the bones that take the pass
+            f, b = np.nonzero(keep)
+            pose.rotations[at[f], b] = new.rotations[f, b]
+            pose.locations[at[f], b] = new.locations[f, b]  # the correction moves every DOF
+            pose.stretch[at[f], b] = new.stretch[f, b]
+            report.changed[at[f]] = True
+            moved |= bool(f.size)
+        if not moved:
+            break
     if not report.changed.any():
         return result, report
-    err = _problem(skeleton, g, settings).errors(skeleton.forward_kinematics(pose), g)
+    err = run.problem.errors(skeleton.forward_kinematics(pose), g)
     out = replace(result, pose=pose, position_error=err.pos, rotation_error=err.rot)
     out.goal_status = goal_status(skeleton, g, out, settings)
     return out, report
 
 
-class _Part:
-    """One IK tree on its own skeleton: its goal rows, the bounds a pass must keep to and the
-    frames it may move."""
+class _Run:
+    """The goal rows, the bound each goal must keep to, which tree moves which bone, and the
+    (frame, tree) pairs that may still move."""
 
     def __init__(
-        self,
-        skel: Skeleton,
-        g: PreparedGoals,
-        settings: Settings,
-        result: SolveResult,
-        tree: NDArray[np.intp],
+        self, skel: Skeleton, g: PreparedGoals, settings: Settings, result: SolveResult
     ) -> None:
         self.skel, self.g, self.settings = skel, g, settings
         self.problem = _problem(skel, g, settings)
         self.rows = np.sort(np.concatenate([self.problem.rows, self.problem.sec_rows]))
-        pos, rot = result.position_error[:, tree], result.rotation_error[:, tree]
+        pos, rot = result.position_error, result.rotation_error
         tol, rtol = settings.tolerance, settings.rotation_tolerance
         # admissible as the flip repair's candidates (solvers/flips.py, item 3)
         self.max_pos = np.where(pos <= tol, tol, pos + 0.1 * tol)
         self.max_rot = np.where(rot <= rtol, rtol, rot + 0.1 * rtol)
         self.max_pos[:, g.w_pos <= 0] = np.inf
         self.max_rot[:, g.w_rot <= 0] = np.inf
-        # only frames with a goal the solve did not meet: a met tree keeps the solve's poses
+        trees = result.trees or ik_trees(skel)
+        self.tree_of = np.zeros(skel.n_effectors, dtype=np.intp)
+        self.bone_tree = np.full(skel.n_bones, -1, dtype=np.intp)  # -1: no tree moves it
+        for t, tree in enumerate(trees):
+            self.tree_of[tree] = t
+            self.bone_tree[skel.dof_bone[skel.dof_moves[tree].any(axis=0)]] = t
+        # (E, T) and (B, T) one-hot: which tree a goal, a bone belongs to
+        self.goal_in = np.eye(len(trees))[self.tree_of]
+        self.bone_in = np.where(
+            (self.bone_tree >= 0)[:, None], np.eye(len(trees))[self.bone_tree], 0
+        )
+        # only where a tree has a goal the solve did not meet: elsewhere it keeps the solve's
         unmet = ((pos > tol) & (g.w_pos > 0)) | ((rot > rtol) & (g.w_rot > 0))
         unmet &= ~g.secondary  # a pole is a preference, never met exactly
-        self.loose = unmet.any(axis=1)
+        loose = unmet.astype(float) @ self.goal_in > 0
+        if not SINGLE:
+            loose &= self.goal_in[~g.secondary].sum(axis=0) >= 2
+        loose[:2] = loose[-2:] = False
+        self.loose: NDArray[np.bool_] | None = loose if loose.any() else None
+        self.refused = np.zeros(loose.shape, dtype=np.intp)
         self.post = skel.dof_kind == ROT_POST
         self.pre = skel.dof_kind == ROT_PRE
-        self.rotating = np.isin(np.arange(skel.n_bones), skel.dof_bone[self.post | self.pre])
 
-    def run(self, pose: Pose, passes: int) -> NDArray[np.bool_]:
-        """Smooth ``pose`` (the tree's bones, every frame) in place; the frames it changed."""
-        changed = np.zeros(pose.frames, dtype=bool)
-        active = self.loose.copy()
-        active[:2] = active[-2:] = False
-        refused = np.zeros(pose.frames, dtype=np.intp)
-        parity = np.arange(pose.frames) % 2
-        for _ in range(passes):
-            moved = False
-            # even frames, then odd ones: a frame moves while its neighbours hold still, so
-            # the test against new jumps (``_pass``) is exact
-            for half in (0, 1):
-                frames, toward = self._targets(pose, np.flatnonzero(active & (parity == half)))
-                if frames.size == 0:
-                    continue
-                ok, new = self._pass(pose, toward, frames)
-                pose.put(frames[ok], new.take(np.flatnonzero(ok)))
-                changed[frames[ok]] = True
-                moved |= bool(ok.any())
-                # a frame refused twice in a row stays as it is
-                refused[frames] = np.where(ok, 0, refused[frames] + 1)
-            active &= refused < 2
-            if not moved:
-                break
-        return changed
-
-    def _targets(self, pose: Pose, frames: NDArray[np.intp]) -> tuple[NDArray[np.intp], Array]:
+    def targets(self, pose: Pose, frames: NDArray[np.intp]) -> tuple[NDArray[np.intp], Array]:
         """Of ``frames``, the ones off their cubic, and each one's DOF step toward it (F', n)."""
         skel = self.skel
+        assert self.loose is not None
         near, index = np.unique(frames[:, None] + np.arange(-2, 3), return_inverse=True)
         q = quaternion_from_matrix(pose.rotations[near])[index.reshape(len(frames), 5)]
         q = np.where((q * q[:, 2:3]).sum(-1, keepdims=True) < 0, -q, q)  # (F', 5, B, 4)
         mid = (-q[:, 0] + 4 * q[:, 1] + 4 * q[:, 3] - q[:, 4]) / 6.0
         post = _turn(q[:, 2], mid / np.linalg.norm(mid, axis=-1, keepdims=True))  # R exp(d)
-        # a bone that jumps within its stencil stays; so do frames already on their cubic
+        # only the bones of loose trees; a bone that jumps within its stencil stays; frames
+        # already on their cubic are left alone
+        loose = self.loose[frames].astype(float) @ self.bone_in.T > 0  # (F', B)
         dots = np.abs((q[:, 1:] * q[:, :-1]).sum(-1)).min(axis=1)  # (F', B)
-        post *= ((dots > np.cos(WINDOW / 2)) & self.rotating)[..., None]
+        post *= (loose & (dots > np.cos(WINDOW / 2)))[..., None]
         moving = np.linalg.norm(post, axis=-1).max(axis=1) > DEVIATION
         frames, post = frames[moving], post[moving]
         v = np.zeros((len(frames), skel.n_dofs))
@@ -175,10 +176,13 @@ class _Part:
             v[:, self.pre] = pre[:, skel.dof_bone[self.pre], skel.dof_axis[self.pre]]
         return frames, v * skel.dof_weight
 
-    def _pass(
+    def step(
         self, whole: Pose, v: Array, frames: NDArray[np.intp]
     ) -> tuple[NDArray[np.bool_], Pose]:
-        """One pass on ``frames`` of ``whole``: (which keep it, their new poses)."""
+        """One pass on ``frames`` of ``whole``: ((F', B) the bones that take it, the new poses).
+        A tree's bones take it where every goal of the tree stays admissible and none of its
+        bones jumps where it did not."""
+        assert self.loose is not None
         skel, pose = self.skel, whole.take(frames)
         kin = skel.forward_kinematics(pose)
         new = skel.apply(pose, ALPHA * _null(self._jacobian(kin), v))
@@ -193,20 +197,25 @@ class _Part:
         if self.settings.keep_limits:
             skel.clamp_to_limits(new)
         err = self.problem.errors(skel.forward_kinematics(new), self.g.take(frames))
-        ok = np.all(err.pos <= self.max_pos[frames], axis=1)
-        ok &= np.all(err.rot <= self.max_rot[frames], axis=1)
-        ok &= np.all(np.isfinite(new.rotations), axis=(1, 2, 3))
+        bad = (err.pos > self.max_pos[frames]) | (err.rot > self.max_rot[frames])
+        tree_bad = bad.astype(float) @ self.goal_in > 0
         # no new jump: a bone's turn to a neighbour over flip_angle only where it was before
         angle = self.settings.flip_angle or np.inf
+        jumps = ~np.all(np.isfinite(new.rotations), axis=(2, 3))
         for side in (-1, 1):
             rot = whole.rotations[frames + side]
-            was = _angles(rot, pose.rotations) > angle
-            ok &= np.all(was | (_angles(rot, new.rotations) <= angle), axis=1)
-        return ok, new
+            jumps |= (_angles(rot, new.rotations) > angle) & (_angles(rot, pose.rotations) <= angle)
+        tree_bad |= jumps.astype(float) @ self.bone_in > 0
+        # a tree refused twice in a row at a frame stays as it is there
+        tried = self.loose[frames]
+        self.refused[frames] = np.where(tried & tree_bad, self.refused[frames] + 1, 0)
+        self.loose[frames] &= self.refused[frames] < 2
+        take = tried & ~tree_bad
+        return take.astype(float) @ self.bone_in.T > 0, new
 
     def _jacobian(self, kin: Kinematics) -> Array:
-        f = kin.points.shape[0]
-        return self.skel.jacobian(kin).reshape(f, -1, self.skel.n_dofs)[:, self.rows]
+        """(F', m, n) the goal rows of the Jacobian."""
+        return self.skel.jacobian(kin)[:, self.rows // 6, self.rows % 6]
 
 
 def _null(jac: Array, v: Array) -> Array:

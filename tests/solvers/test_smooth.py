@@ -139,7 +139,7 @@ def test_goals_stay_where_the_solve_put_them(solved: dict, case: tuple[str, int]
     err = np.linalg.norm(np.asarray(goals.position) - kin.points, axis=-1)
     np.testing.assert_allclose(smoothed.position_error, err, atol=1e-12)
     # where an IK tree's goals were all met, its bones keep the solve's pose; so do the trees
-    # of one goal (solvers/smooth.py ONE_GOAL)
+    # of one goal (solvers/smooth.py SINGLE)
     assert report.changed.any()
     for tree in repaired.trees:
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
