@@ -86,11 +86,16 @@ class FlipRepair:
     changed: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
-def joint_steps(rotations: Array) -> Array:
-    """(F-1, B) the angle (radians) each bone turns between consecutive frames of (F, B, 3, 3)."""
-    rel = np.swapaxes(rotations[:-1], -1, -2) @ rotations[1:]
+def turn_angles(a: Array, b: Array) -> Array:
+    """The angles (radians) of R_a^T R_b, rotations (..., 3, 3)."""
+    rel = np.swapaxes(a, -1, -2) @ b
     cos = (np.trace(rel, axis1=-2, axis2=-1) - 1.0) / 2.0
     return np.asarray(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def joint_steps(rotations: Array) -> Array:
+    """(F-1, B) the angle (radians) each bone turns between consecutive frames of (F, B, 3, 3)."""
+    return turn_angles(rotations[:-1], rotations[1:])
 
 
 def count_jumps(rotations: Array, angle: float) -> int:

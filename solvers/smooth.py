@@ -36,7 +36,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from .flips import turn_angles
 from .goals import Goals, PreparedGoals, prepare_goals
+from .methods import damped_solve
 from .rotations import quaternion_from_matrix
 from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton
 from .so3 import angle_axis, mul
@@ -204,7 +206,8 @@ class _Run:
         jumps = ~np.all(np.isfinite(new.rotations), axis=(2, 3))
         for side in (-1, 1):
             rot = whole.rotations[frames + side]
-            jumps |= (_angles(rot, new.rotations) > angle) & (_angles(rot, pose.rotations) <= angle)
+            was = turn_angles(rot, pose.rotations) > angle
+            jumps |= (turn_angles(rot, new.rotations) > angle) & ~was
         tree_bad |= jumps.astype(float) @ self.bone_in > 0
         # a tree refused twice in a row at a frame stays as it is there
         tried = self.loose[frames]
@@ -225,14 +228,7 @@ def _null(jac: Array, v: Array) -> Array:
 
 def _min_norm(jac: Array, e: Array) -> Array:
     """The minimum-norm dq with J dq = e (F, m): J^T (J J^T + DAMPING I)^-1 e."""
-    gram = jac @ np.swapaxes(jac, 1, 2) + DAMPING * np.eye(jac.shape[1])
-    return np.asarray(np.einsum("fmn,fm->fn", jac, np.linalg.solve(gram, e[..., None])[..., 0]))
-
-
-def _angles(a: Array, b: Array) -> Array:
-    """The angles of R_a^T R_b (..., 3, 3)."""
-    cos = (np.einsum("...ij,...ij->...", a, b) - 1.0) / 2.0
-    return np.asarray(np.arccos(np.clip(cos, -1.0, 1.0)))
+    return damped_solve(jac, e, np.full(len(jac), DAMPING))
 
 
 def _turn(a: Array, b: Array) -> Array:

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks import common
 from jacobian_ik.solvers import (
     Effector,
     Goals,
@@ -36,15 +37,8 @@ PASSES = Settings().smooth_passes
 
 
 def rough(skel: Skeleton, rotations: np.ndarray) -> float:
-    """Share of (frame, bone) samples more than 0.1 degree off the cubic through the bone's two
-    frames on either side (benchmarks/lean_bake.py's measure), over the solved bones."""
-    q = quaternion_from_matrix(rotations[:, np.unique(skel.dof_bone)])
-    for f in range(1, len(q)):  # one hemisphere frame to frame
-        q[f] *= np.where((q[f] * q[f - 1]).sum(-1) < 0, -1.0, 1.0)[:, None]
-    mid = (-q[:-4] + 4 * q[1:-3] + 4 * q[3:-1] - q[4:]) / 6.0
-    mid /= np.linalg.norm(mid, axis=2, keepdims=True)
-    d = np.linalg.norm(mid - q[2:-2], axis=2)
-    return float(np.mean(np.degrees(4 * np.arcsin(np.minimum(d / 2, 1.0))) > 0.1))
+    """benchmarks/common.py's jitter measure over the solved bones."""
+    return common.rough(quaternion_from_matrix(rotations[:, np.unique(skel.dof_bone)]))
 
 
 def humanoid(seed: int) -> tuple[Skeleton, Goals, Settings]:
@@ -160,11 +154,8 @@ def solve_status(skel: Skeleton, goals: Goals, st: Settings, result: object) -> 
 def test_no_bone_jumps_where_it_did_not(solved: dict, case: tuple[str, int]) -> None:
     _, _, _, repaired, (smoothed, _) = solved[case]
 
-    def steps(rot: np.ndarray) -> np.ndarray:
-        rel = np.swapaxes(rot[:-1], -1, -2) @ rot[1:]
-        return np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1))
-
-    was, now = steps(repaired.pose.rotations) > ANGLE, steps(smoothed.pose.rotations) > ANGLE
+    was = flips.joint_steps(repaired.pose.rotations) > ANGLE
+    now = flips.joint_steps(smoothed.pose.rotations) > ANGLE
     assert not np.any(now & ~was)
 
 
