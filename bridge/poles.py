@@ -125,11 +125,16 @@ def add_poles(model: RigModel, poles: list[Pole]) -> RigModel:
     if not poles:
         return model
     skel = model.skeleton
-    effectors = list(skel.effectors) + [
-        Effector(p.bone, (0.0, 0.0, 0.0), name=f"{model.names[p.bone]} pole") for p in poles
+    effectors = list(skel.effectors) + [  # on its goal's chain
+        Effector(p.bone, (0.0, 0.0, 0.0), name=f"{model.names[p.bone]} pole", chain=_chain(skel, p))
+        for p in poles
     ]
     skeleton = Skeleton(model.parents, model.rest, skel.joints, effectors, names=model.names)
     return replace(model, skeleton=skeleton)
+
+
+def _chain(skel: Skeleton, pole: Pole) -> tuple[int, ...] | None:
+    return skel.effectors[pole.goal_index].chain
 
 
 def _apply(m: Array, p: Array) -> Array:

@@ -319,7 +319,7 @@ def write_reduced(
     armature's world matrices, ``n_goals`` the goal effectors (the first of the skeleton's)."""
     x = np.asarray(frames, dtype=np.float64)
     builder = _PoseBuilder(ob, skeleton, template, base, channels)
-    moves = skeleton.dof_moves[:n_goals]
+    moves = skeleton.dof_affects[:n_goals]  # every bone that moves a goal (keys that hold it)
     effector_channels = [
         [
             k

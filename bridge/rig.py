@@ -206,7 +206,7 @@ def build_model(ob: Any) -> RigModel:
     bones = ob.data.bones
     index = {b.name: i for i, b in enumerate(bones)}
     parent_of = [index[b.parent.name] if b.parent else -1 for b in bones]
-    needed, free, warnings = _chains(ob, goals, index, parent_of)
+    needed, free, warnings, chains = _chains(ob, goals, index, parent_of)
     props = ob.jacobian_ik
     root = _moving_root(ob, goals, index, parent_of, needed, free)
 
@@ -224,13 +224,16 @@ def build_model(ob: Any) -> RigModel:
     rest[:, :3, :3] = nearest_rotation(rest[:, :3, :3])  # float32 round-off
 
     pose_index, joints, free_list = _joints(ob, order, free, root, warnings)
+    # each goal's own chain (and Move Root's bone): a goal moves the chains of its IK tree,
+    # never a bone only another tree's chain holds (Blender's chain length)
     effectors = [
         Effector(
             position[index[g.bone]],
             (0.0, float(bones[g.bone].length), 0.0) if g.use_tail else (0.0, 0.0, 0.0),
             name=g.bone,
+            chain=tuple(sorted(position[b] for b in chain | ({root} if root >= 0 else set()))),
         )
-        for _, g in goals
+        for (_, g), chain in zip(goals, chains, strict=True)
     ]
     names = [bones[b].name for b in order]
     skeleton = Skeleton(parents, rest, joints, effectors, names=names)
@@ -269,19 +272,22 @@ def _checked_goals(ob: Any) -> list[tuple[int, Any]]:
 
 def _chains(
     ob: Any, goals: list[tuple[int, Any]], index: dict[str, int], parent_of: list[int]
-) -> tuple[set[int], set[int], list[str]]:
+) -> tuple[set[int], set[int], list[str], list[set[int]]]:
     """The bones the goals need (their chains and every bone above), the free ones (in a
-    chain) and the warnings about chain lengths and locked bones."""
+    chain), the warnings about chain lengths and locked bones, and each goal's chain."""
     needed: set[int] = set()
     free: set[int] = set()
     warnings: list[str] = []
+    chains: list[set[int]] = []
     for i, g in goals:
         length = chain_length(ob, g, goal_label(i, g))
         b, depth = index[g.bone], 0
+        chains.append(set())
         while b >= 0:
             needed.add(b)
             if length == 0 or depth < length:
                 free.add(b)
+                chains[-1].add(b)
             b, depth = parent_of[b], depth + 1
         if length > depth:
             warnings.append(
@@ -291,7 +297,7 @@ def _chains(
         locked = locked_in_chain(ob, g, goal_label(i, g))
         if locked:
             warnings.append(locked_message(goal_label(i, g), locked))
-    return needed, free, warnings
+    return needed, free, warnings, chains
 
 
 def _moving_root(

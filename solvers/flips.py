@@ -31,6 +31,10 @@ little. ``repair`` removes such flips after the batched solve:
 5. When no wave is left, the path is chosen again (4) and the next pass re-solves the jumps
    left on it; ``PASSES`` passes and ``ROUNDS`` rounds at most. A candidate already solved from
    the same start is not solved again.
+6. A tree carried by others (``solve.tree_carriers``: a hand's chain of 3 on the chest of the
+   head's chain) is repaired after them: first solved again over the range from their repaired
+   poses (as ``solve`` solved it from their solved ones), then repaired as above; its goals are
+   as good as that solve's.
 
 What "a range equals its frames solved one by one" means with the repair: a frame keeps its own
 solve (``solve`` of that frame alone from its own start, as before) unless it was part of a jump;
@@ -47,6 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,7 +59,7 @@ from numpy.typing import NDArray
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .skeleton import Pose, Skeleton
-from .solve import Settings, SolveResult, goal_status, solve_tree
+from .solve import Settings, SolveResult, goal_status, solve_tree, tree_carriers
 from .solve import solve as solve_range
 
 Array = NDArray[np.float64]
@@ -234,8 +239,6 @@ def repair(
         return result, report  # trees sharing a bone (not split by DOF): left as solved
     g = prepare_goals(goals, skeleton.n_effectors)
     met_tol = (g.w_pos <= 0) | g.is_aim, (g.w_rot <= 0) & ~(g.is_aim & (g.w_pos > 0))
-    state = [_Tree(i, t, b, result) for i, (t, b) in enumerate(zip(trees, moved, strict=True))]
-    report.before = sum(int(s.jumps(angle).sum()) for s in state)
     # per tree its own skeleton and its goals over every frame, prepared once for the rounds
     every = np.arange(frames)
     own = []
@@ -248,23 +251,60 @@ def repair(
                 prepare_goals(tree_goals(goals, every, t, skeleton.n_effectors), sub.n_effectors),
             )
         )
+    # trees carried by others (``solve.tree_carriers``) are repaired after them: solved again
+    # from their carriers' repaired poses, then repaired on those
+    below = tree_carriers(skeleton, trees) if len(trees) > 1 else [[]]
+    done: list[int] = []
+    base = start
+    while len(done) < len(trees):
+        level = [i for i in range(len(trees)) if i not in done and set(below[i]) <= set(done)]
+        if done:
+            base = start.copy()
+            for i in done:
+                base.rotations[:, moved[i]] = result.pose.rotations[:, moved[i]]
+                base.locations[:, moved[i]] = result.pose.locations[:, moved[i]]
+                base.stretch[:, moved[i]] = result.pose.stretch[:, moved[i]]
+            level_trees = [(i, trees[i], moved[i], own[i]) for i in level]
+            result = _resolve(result, level_trees, base, settings)
+        state = [_Tree(i, trees[i], moved[i], result) for i in level]
+        report.before += sum(int(s.jumps(angle).sum()) for s in state)
+        _rounds(state, own, base, frames, angle, settings, met_tol, report)
+        report.after += sum(int(s.jumps(angle).sum()) for s in state)
+        result = _apply(skeleton, g, settings, result, state, report)
+        done += level
+    return result, report
+
+
+def _rounds(
+    state: list[_Tree],
+    own: list[tuple[Skeleton, NDArray[np.intp], PreparedGoals]],
+    base: Pose,
+    frames: int,
+    angle: float,
+    settings: Settings,
+    met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
+    report: FlipRepair,
+) -> None:
+    """The re-solves of the trees ``state`` (steps 2-5 of the module docstring); the bones of
+    no tree of ``state`` hold their pose in ``base``."""
     fresh: list[NDArray[np.intp]] = [np.zeros(0, dtype=np.intp) for _ in state]
-    passes = 0
+    passes = rounds = 0
     while True:
         # per tree, (frame, source candidate, direction) to solve: the waves that last
         # round's admissible candidates carry on (one frame further, while they still jump
         # from the chosen pose next to them); when no wave is left, the path is chosen again
         # (Viterbi) and a new pass starts from both frames of each jump left on it
         want = _waves(state, fresh, frames, angle, settings, met_tol)
-        if not any(want) or report.rounds >= ROUNDS:
+        if not any(want) or rounds >= ROUNDS:
             for tree in state:
                 _choose(tree, frames, angle, settings, met_tol)
             passes += 1
-            if passes > PASSES or report.rounds >= ROUNDS:
+            if passes > PASSES or rounds >= ROUNDS:
                 break
             want = _jump_asks(state, angle)
         if not any(want):
             break
+        rounds += 1
         report.rounds += 1
         # each tree with requests is solved alone, on its own skeleton (trees are independent:
         # ``solve`` gives a tree with others present what it gives alone), all its requests in
@@ -275,9 +315,9 @@ def repair(
                 continue
             ask = np.array(asks, dtype=np.intp)
             index, source = ask[:, 0], ask[:, 1]
-            sub, keep, g_tree = own[i]
+            sub, keep, g_tree = own[s.index]
             at = np.searchsorted(keep, s.bones)  # the tree's bones among the subtree's
-            begin = start.take(index)
+            begin = base.take(index)
             begin = Pose(begin.rotations[:, keep], begin.locations[:, keep], begin.stretch[:, keep])
             begin.rotations[:, at] = s.rot[source]
             begin.locations[:, at] = s.loc[source]
@@ -285,8 +325,35 @@ def repair(
             res = solve_tree(sub, g_tree.take(index), settings, begin)
             s.add(index, source, ask[:, 2], res, at)
             report.solved += len(asks)
-    report.after = sum(int(s.jumps(angle).sum()) for s in state)
-    return _apply(skeleton, g, settings, start, result, state, report), report
+
+
+def _resolve(
+    result: SolveResult,
+    trees: list[tuple[int, NDArray[np.intp], NDArray[np.intp], Any]],
+    base: Pose,
+    settings: Settings,
+) -> SolveResult:
+    """``result`` with the trees ``(index, effectors, bones, (skeleton, kept bones, goals))``
+    solved again over every frame from ``base`` (their carriers' repaired poses)."""
+    pose = result.pose.copy()
+    pos, rot = result.position_error.copy(), result.rotation_error.copy()
+    iterations = np.array(result.iterations, copy=True)
+    assert result.tree_reason is not None
+    reasons = np.asarray(result.tree_reason).astype(object)
+    for index, tree, bones, (sub, keep, g_tree) in trees:
+        at = np.searchsorted(keep, bones)
+        begin = Pose(base.rotations[:, keep], base.locations[:, keep], base.stretch[:, keep])
+        res = solve_tree(sub, g_tree, settings, begin)
+        pose.rotations[:, bones] = res.pose.rotations[:, at]
+        pose.locations[:, bones] = res.pose.locations[:, at]
+        pose.stretch[:, bones] = res.pose.stretch[:, at]
+        pos[:, tree], rot[:, tree] = res.position_error, res.rotation_error
+        reasons[index] = res.reason
+        iterations = np.maximum(iterations, res.iterations)
+    return _with_reasons(
+        replace(result, pose=pose, position_error=pos, rotation_error=rot, iterations=iterations),
+        reasons,
+    )
 
 
 def _waves(
@@ -421,16 +488,19 @@ def _apply(
     skeleton: Skeleton,
     g: PreparedGoals,
     settings: Settings,
-    start: Pose,
     result: SolveResult,
     state: list[_Tree],
     report: FlipRepair,
 ) -> SolveResult:
-    """``result`` with each tree's chosen candidates written in; ``report.start`` the starts."""
+    """``result`` with the chosen candidates of the trees ``state`` written in;
+    ``report.start`` their starts."""
     pose = result.pose.copy()
     pos, rot = result.position_error.copy(), result.rotation_error.copy()
     iterations = np.array(result.iterations, copy=True)
-    reasons = np.stack([s.reason[: pose.frames] for s in state])  # (T, F)
+    if result.tree_reason is not None:
+        reasons = np.asarray(result.tree_reason).astype(object)  # (T, F)
+    else:
+        reasons = np.asarray(result.reason).astype(object)[None]
     for s in state:
         frames = np.flatnonzero(s.chosen != np.arange(pose.frames))
         if frames.size == 0:
@@ -446,18 +516,20 @@ def _apply(
         reasons[s.index, frames] = s.reason[c]
         iterations[frames] = np.maximum(iterations[frames], s.iterations[c])
         report.changed[frames] = True
-    first = np.argmax(reasons != "converged", axis=0)
-    out = replace(
-        result,
-        pose=pose,
-        position_error=pos,
-        rotation_error=rot,
-        iterations=iterations,
-        reason=reasons[first, np.arange(pose.frames)],
-    )
-    if result.tree_reason is not None:
-        out.tree_reason = reasons
+    out = replace(result, pose=pose, position_error=pos, rotation_error=rot, iterations=iterations)
+    out = _with_reasons(out, reasons)
     out.goal_status = goal_status(skeleton, g, out, settings)
+    return out
+
+
+def _with_reasons(result: SolveResult, reasons: NDArray[np.object_]) -> SolveResult:
+    """``result`` with its trees' reasons (T, F): a frame's reason is "converged" when every
+    tree converged, else the first tree's that did not."""
+    text: NDArray[np.str_] = reasons.astype(str)
+    first = np.argmax(text != "converged", axis=0)
+    out = replace(result, reason=text[first, np.arange(text.shape[1])])
+    if result.tree_reason is not None:
+        out.tree_reason = text
     return out
 
 

@@ -101,11 +101,18 @@ class Joint:
 
 @dataclass(frozen=True)
 class Effector:
-    """A point on a bone, in the bone's frame (head = origin; a Blender tail is (0, length, 0))."""
+    """A point on a bone, in the bone's frame (head = origin; a Blender tail is (0, length, 0)).
+
+    chain: the bones of the goal's IK chain (Blender's chain length: the goal's bone and the
+        ones above it that its constraint moves), or None: every bone above it. A goal moves
+        the bones of the chains of its IK tree (the goals whose chains share a bone with its
+        own, transitively) that lie above it, never another tree's (``Skeleton.dof_moves``).
+    """
 
     bone: int
     offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
     name: str = ""
+    chain: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -203,6 +210,8 @@ class Skeleton:
         for e in effectors:
             if not 0 <= e.bone < n:
                 raise SkeletonError(f"effector {e.name or e.bone!r} names bone {e.bone}")
+            if e.chain is not None and not all(0 <= b < n for b in e.chain):
+                raise SkeletonError(f"effector {e.name or e.bone!r}: chain bones out of range")
             if not np.all(np.isfinite(e.offset)):
                 raise SkeletonError(f"effector {e.name or e.bone!r} has a non-finite offset")
         self.names = list(names) if names is not None else [f"bone{b}" for b in range(n)]
@@ -305,9 +314,33 @@ class Skeleton:
         same = self.eff_bone[:, None] == self.dof_bone[None, :]
         # a stretch moves the tail and children, not a point at the bone's own head
         moves &= ~(same & (self.dof_kind == STRETCH)[None, :] & ~self.eff_stretches[:, None])
-        self.dof_moves = moves
-        self._pair_eff, self._pair_dof = np.nonzero(moves)
+        self.dof_affects = moves.copy()  # the DOFs that move each effector's point
+        self.dof_moves = moves & self._tree_bones()[:, self.dof_bone]  # the ones its IK uses
+        self._pair_eff, self._pair_dof = np.nonzero(self.dof_moves)
         self._pair_rot = self.dof_rotational[self._pair_dof]
+
+    def _tree_bones(self) -> NDArray[np.bool_]:
+        """(E, B): the bones of the chains of each effector's IK tree (every bone for an
+        effector whose chain is None): effectors whose chains share a bone, transitively."""
+        e, n = self.n_effectors, self.n_bones
+        chains = np.ones((e, n), dtype=bool)
+        for i, eff in enumerate(self.effectors):
+            if eff.chain is not None:
+                chains[i] = False
+                chains[i, list(eff.chain)] = True
+        if chains.all():
+            return chains
+        share = (chains.astype(np.int64) @ chains.T.astype(np.int64)) > 0
+        label = np.arange(e)
+        while True:  # each effector takes the smallest label among its neighbours
+            new = np.where(share, label[None, :], e).min(axis=1)
+            if np.array_equal(new, label):
+                break
+            label = new
+        union = np.zeros((e, n), dtype=bool)
+        for t in np.unique(label):
+            union[label == t] = chains[label == t].any(axis=0)
+        return union
 
     def subtree(self, effectors: NDArray[np.intp]) -> tuple[Skeleton, NDArray[np.intp], Array]:
         """The skeleton of one IK tree: the bones on the paths from the roots to ``effectors``
@@ -348,6 +381,9 @@ class Skeleton:
                         float(self.eff_offset[e, 2]),
                     ),
                     self.effectors[e].name,
+                    None
+                    if self.effectors[e].chain is None
+                    else tuple(int(index[b]) for b in np.unique(self.dof_bone[self.dof_moves[e]])),
                 )
                 for e in key
             ],

@@ -9,7 +9,8 @@ jitter by 0.1-3 degrees from frame to frame while the goals' errors move smoothl
 own IK bakes the same jitter on such rigs. A lean bake has to key it.
 
 ``smooth`` takes it out after the solve (and the flip repair), in the IK trees of several goals
-(``SINGLE``) and at the frames where such a tree has a goal the solve did not meet (elsewhere
+(``SINGLE``) that carry no other tree (moving a carrier in its null space would move the goals
+that ride on it) and at the frames where such a tree has a goal the solve did not meet (elsewhere
 the tree keeps the solve's pose). Each pass moves those frames, even ones first, then odd ones
 (so a frame moves while its neighbours hold still), toward the cubic through their two
 neighbours on either side (the stencil of the roughness measure, benchmarks/common.py
@@ -42,7 +43,7 @@ from .methods import damped_solve
 from .rotations import quaternion_from_matrix
 from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton
 from .so3 import angle_axis, mul
-from .solve import Settings, SolveResult, _problem, goal_status, ik_trees
+from .solve import Settings, SolveResult, _problem, goal_status, ik_trees, tree_carriers
 
 Array = NDArray[np.float64]
 
@@ -149,6 +150,10 @@ class _Run:
         loose = unmet.astype(float) @ self.goal_in > 0
         if not SINGLE:
             loose &= self.goal_in[~g.secondary].sum(axis=0) >= 2
+        # a tree that carries another (``solve.tree_carriers``) stays: its null space is not the
+        # carried goals'
+        for below in tree_carriers(skel, trees) if len(trees) > 1 else []:
+            loose[:, below] = False
         loose[:2] = loose[-2:] = False
         self.loose: NDArray[np.bool_] | None = loose if loose.any() else None
         self.refused = np.zeros(loose.shape, dtype=np.intp)

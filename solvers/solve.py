@@ -20,7 +20,7 @@ from . import kernel
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
 from .curvature import second_order_step
-from .errors import SettingsError
+from .errors import SettingsError, SkeletonError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .kernel import DAMPING
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
@@ -352,23 +352,9 @@ def solve(
         or g.frames * len(trees) > STACK_LIMIT
         or not method.zero_rows_neutral
         or compiled
+        or carries(skeleton)
     ):
-        # many frames: each tree on its own skeleton (the bones from the roots to its goals),
-        # all its frames in one batch
-        carried = (resume or {}).get("trees", [None] * len(trees))
-        parts = []
-        for tree, carry in zip(trees, carried, strict=True):
-            sub, bones, _ = skeleton.subtree(tree)
-            st = settings
-            if settings.rest_pose is not None:
-                st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
-            part_problem = _problem(sub, g.select(tree), st)
-            parts.append(
-                _solve(
-                    part_problem, st.make_method(), g.select(tree), _bones(start, bones), carry, 1
-                )
-            )
-        result = _merge(skeleton, start, trees, parts)
+        result = _solve_apart(skeleton, g, settings, start, resume, trees)
     else:
         # few frames (live posing): one batch element per frame and tree (frame-major), each
         # weighing only its tree's goals and moving only its tree's DOFs: the same problem as
@@ -388,6 +374,37 @@ def solve(
     result.goal_status = goal_status(skeleton, g, result, settings)
     result.elapsed = time.perf_counter() - t0
     return result
+
+
+def _solve_apart(
+    skeleton: Skeleton,
+    g: PreparedGoals,
+    settings: Settings,
+    start: Pose,
+    resume: dict[str, Any] | None,
+    trees: list[NDArray[np.intp]],
+) -> SolveResult:
+    """Each tree on its own skeleton (the bones from the roots to its goals), all its frames in
+    one batch; a tree carried by others (``tree_carriers``) from their result, as Blender
+    solves the tree nearer the root first."""
+    carried = (resume or {}).get("trees", [None] * len(trees))
+    parts = []
+    below = start.copy() if carries(skeleton) else start
+    for tree, carry in zip(trees, carried, strict=True):
+        sub, bones, solved = skeleton.subtree(tree)
+        st = settings
+        if settings.rest_pose is not None:
+            st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
+        part_problem = _problem(sub, g.select(tree), st)
+        begin = _bones(below, bones)
+        part = _solve(part_problem, st.make_method(), g.select(tree), begin, carry, 1)
+        parts.append(part)
+        if below is not start:
+            into, out = bones[solved], np.flatnonzero(solved)
+            below.rotations[:, into] = part.pose.rotations[:, out]
+            below.locations[:, into] = part.pose.locations[:, out]
+            below.stretch[:, into] = part.pose.stretch[:, out]
+    return _merge(skeleton, start, trees, parts)
 
 
 def solve_tree(
@@ -424,8 +441,36 @@ def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
             break
         label = new
     trees = [np.flatnonzero(label == t) for t in np.unique(label)]
+    below = tree_carriers(skeleton, trees)
+    order: list[int] = []  # carriers first, else in the order of their first effector
+    while len(order) < len(trees):
+        ready = [i for i in range(len(trees)) if i not in order and set(below[i]) <= set(order)]
+        if not ready:
+            raise SkeletonError("IK chains that move each other's goals (a cycle of chains)")
+        order.append(ready[0])
+    trees = [trees[i] for i in order]
     skeleton.__dict__["_ik_trees"] = trees
     return list(trees)
+
+
+def tree_carriers(skeleton: Skeleton, trees: list[NDArray[np.intp]]) -> list[list[int]]:
+    """Per tree, the trees whose DOFs move its effectors (its chains hang below theirs: a hand's
+    chain of three below the chest of the head's chain). As Blender does, a tree is solved after
+    the trees that carry it, from their result (``solve``)."""
+    dofs = [skeleton.dof_moves[t].any(axis=0) for t in trees]
+    return [
+        [j for j in range(len(trees)) if j != i and np.any(skeleton.dof_affects[t][:, dofs[j]])]
+        for i, t in enumerate(trees)
+    ]
+
+
+def carries(skeleton: Skeleton) -> bool:
+    """Whether an IK tree of ``skeleton`` moves another tree's effectors."""
+    cached = skeleton.__dict__.get("_carries")
+    if cached is None:
+        cached = any(tree_carriers(skeleton, ik_trees(skeleton)))
+        skeleton.__dict__["_carries"] = cached
+    return bool(cached)
 
 
 def _solve(

@@ -17,7 +17,7 @@ from .errors import SettingsError
 from .frame import FrameSolver, unsupported
 from .goals import Goals, check_weights, prepare_goals
 from .skeleton import Pose, Skeleton
-from .solve import Settings, SolveResult, combine_trees, goal_status, ik_trees
+from .solve import Settings, SolveResult, carries, combine_trees, goal_status, ik_trees
 from .solve import solve as solve_batched  # the batched loop (many frames, every option)
 
 SINGULAR_VALUE_METHODS = frozenset(
@@ -94,6 +94,8 @@ class Solver:
             return None
         if st.method in SINGULAR_VALUE_METHODS or kernel.covers(skel, st):
             return None  # (the compiled loop runs each tree's frame faster than numpy here)
+        if carries(skel):
+            return None  # (trees solved one after the other: the batched loop)
         if goals.balance is not None or goals.support is not None:
             return None
         if goals.secondary is not None and np.any(goals.secondary):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import bpy
+import numpy as np
 import pytest
 from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
 
@@ -106,3 +107,43 @@ def test_panel_picks_the_root_and_names_locked_bones(clean: Any) -> None:
     goal.chain_root = "nope"
     labels = [kw.get("text", "") for n, _, kw in draw(ob) if n == "label"]
     assert len(labels) == 1 and "chain root 'nope' is not in armature" in labels[0]
+
+
+def _chest_head_arm(clean: Any) -> tuple[Any, Any, Any]:
+    """A spine s0-s1 with a neck n0-n1 (the head's chain: n1, n0, s1) and an arm a0-a2 on s1
+    (the hand's chain of 3: a2, a1, a0)."""
+    bones = [
+        ("s0", (0.0, 0.0, 0.0), (0.0, 0.0, 0.5), None, False),
+        ("s1", (0.0, 0.0, 0.5), (0.0, 0.0, 1.0), "s0", True),
+        ("n0", (0.0, 0.0, 1.0), (0.0, 0.0, 1.2), "s1", True),
+        ("n1", (0.0, 0.0, 1.2), (0.0, 0.0, 1.4), "n0", True),
+        ("a0", (0.1, 0.0, 0.95), (0.45, 0.0, 0.95), "s1", False),
+        ("a1", (0.45, 0.0, 0.95), (0.8, 0.05, 0.95), "a0", True),
+        ("a2", (0.8, 0.05, 0.95), (0.95, 0.0, 0.95), "a1", True),
+    ]
+    ob = make_armature("Body", bones)
+    head = make_empty("Head", (0.25, 0.1, 1.3))
+    hand = make_empty("Hand", (0.6, 0.4, 0.7))
+    add_goal(ob, "n1", head, chain_length=3)
+    add_goal(ob, "a2", hand, chain_length=3)
+    return ob, head, hand
+
+
+def test_a_goal_moves_only_its_own_chain_as_in_blender(clean: Any) -> None:
+    """A hand's chain of 3 hangs from the chest that the head's chain moves: the hand never
+    bends the chest (Blender's chain length), the head is solved first and the hand from where
+    the chest went, so both reachable targets are met; moving the hand's target leaves the
+    head's chain exactly as it was."""
+    ob, _, hand = _chest_head_arm(clean)
+    run = clean.bridge.run
+    report = run(ob, bpy.context.scene, None, keyframe=False)
+    assert report.position_error.max() < 1e-5, report.position_error
+    spine = [tuple(ob.pose.bones[b].rotation_quaternion) for b in ("s1", "n0", "n1")]
+    assert spine[0] != pytest.approx((1.0, 0.0, 0.0, 0.0))  # the head's chain bent the chest
+    hand.location = (0.3, 0.6, 1.1)
+    report = run(ob, bpy.context.scene, None, keyframe=False)
+    assert report.position_error.max() < 1e-5, report.position_error
+    after = [tuple(ob.pose.bones[b].rotation_quaternion) for b in ("s1", "n0", "n1")]
+    # (to the float32 round-off of the pose it starts from: the first solve's)
+    assert np.abs(np.array(after) - np.array(spine)).max() < 1e-6
+    assert ob.pose.bones["s0"].rotation_quaternion[0] == pytest.approx(1.0)  # in no chain

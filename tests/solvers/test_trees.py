@@ -26,10 +26,15 @@ def _frame(head: np.ndarray, tail: np.ndarray) -> np.ndarray:
     return m
 
 
-def random_humanoid(rng: np.random.Generator, spine_chains: bool = False) -> Skeleton:
+def random_humanoid(
+    rng: np.random.Generator, spine_chains: bool = False, chest_goal: bool = False
+) -> Skeleton:
     """Hips (fixed), a spine of 3, arms and legs of 3 bones with random lengths and a slight
     bend; effectors at the hand and foot tails. With ``spine_chains`` the hands' chains run
-    through the spine (one tree for both hands)."""
+    through the spine (one tree for both hands). With ``chest_goal`` a fifth goal at the spine's
+    top moves the spine (its chain of 3), and each limb's chain is its own 3 bones: the chest's
+    IK tree carries the hands' (Blender: a hand's chain of 3 under a head's chain that holds the
+    chest)."""
     height = rng.uniform(1.4, 2.0)
     arm = height * rng.uniform(0.28, 0.36) * rng.dirichlet([4, 4, 1.5])
     leg = height * rng.uniform(0.42, 0.5) * rng.dirichlet([4, 4, 1.2])
@@ -69,7 +74,7 @@ def random_humanoid(rng: np.random.Generator, spine_chains: bool = False) -> Ske
     moving = {
         f"{b}.{s}" for s in "LR" for b in ("upper_arm", "forearm", "hand", "thigh", "shin", "foot")
     }
-    if spine_chains:
+    if spine_chains or chest_goal:
         moving |= {"spine0", "spine1", "spine2"}
     parents, rest, joints = [], [], []
     for n, _, _, parent in bones:
@@ -83,6 +88,20 @@ def random_humanoid(rng: np.random.Generator, spine_chains: bool = False) -> Ske
         for n, h, t, _ in bones
         if n == f"{k}.{s}"
     ]
+    if chest_goal:
+        limbs = {"hand": ("upper_arm", "forearm", "hand"), "foot": ("thigh", "shin", "foot")}
+        effectors = [
+            Effector(
+                e.bone,
+                e.offset,
+                e.name,
+                tuple(names.index(f"{b}.{e.name[-1]}") for b in limbs[e.name[:-2]]),
+            )
+            for e in effectors
+        ]
+        top = names.index("spine2")
+        chain = (names.index("spine0"), names.index("spine1"), top)
+        effectors.append(Effector(top, (0.0, spine, 0.0), "chest", chain))
     return Skeleton(parents, np.array(rest), joints, effectors, names=names)
 
 
@@ -105,6 +124,74 @@ def test_independent_chains_are_separate_trees() -> None:
     assert [t.tolist() for t in ik_trees(random_humanoid(rng))] == [[0], [1], [2], [3]]
     # hands through the spine share it: one tree; the feet stay on their own
     assert [t.tolist() for t in ik_trees(random_humanoid(rng, True))] == [[0, 1], [2], [3]]
+
+
+def test_a_goal_moves_only_the_chains_of_its_tree() -> None:
+    """Chains as Blender's chain length gives them: a hand's chain of 3 under a chest that
+    another goal's chain holds is its own IK tree, and its goal never moves the chest (its
+    Jacobian has no spine columns, although the spine moves the hand); the chest's tree comes
+    first, since it carries the limbs."""
+    skel = random_humanoid(np.random.default_rng(3), chest_goal=True)
+    assert [t.tolist() for t in ik_trees(skel)] == [[2], [3], [4], [0], [1]]
+    spine = np.isin(skel.dof_bone, [skel.names.index(f"spine{i}") for i in range(3)])
+    assert not skel.dof_moves[:2][:, spine].any()  # the hands' IK: their arms only
+    assert skel.dof_affects[:2][:, spine].all()  # though the spine carries them
+    assert skel.dof_moves[4, spine].all()
+    assert np.array_equal(skel.dof_moves[:4] & ~spine, skel.dof_affects[:4] & ~spine)
+    # the Jacobian: finite differences on the goal's own DOFs, zero on the others
+    rng = np.random.default_rng(4)
+    from jacobian_ik.solvers import Pose
+
+    pose = skel.apply(Pose.rest(skel.n_bones), rng.normal(scale=0.3, size=(1, skel.n_dofs)))
+    jac = skel.jacobian(skel.forward_kinematics(pose))[0]  # (E, 6, n)
+    h = 1e-6
+    for d in range(skel.n_dofs):
+        step = np.zeros((1, skel.n_dofs))
+        step[0, d] = h
+        up = skel.forward_kinematics(skel.apply(pose, step)).points[0]
+        down = skel.forward_kinematics(skel.apply(pose, -step)).points[0]
+        fd = (up - down) / (2 * h)  # (E, 3)
+        mine = skel.dof_moves[:, d]
+        assert np.allclose(jac[mine, :3, d], fd[mine], atol=1e-6)
+        assert np.all(jac[~mine, :, d] == 0.0)
+
+
+@pytest.mark.parametrize("method", ("lm", "sdls", "dls"))
+@pytest.mark.parametrize("frames", [1, 12])
+def test_a_carried_tree_is_solved_from_its_carriers_result(method: str, frames: int) -> None:
+    """The chest's tree is solved first; each limb then from the chest's solved pose, and gives
+    what it gives alone from that pose; a hand target within its arm's reach of the solved
+    shoulder is met."""
+    rng = np.random.default_rng(21)
+    skel = random_humanoid(rng, chest_goal=True)
+    pos = targets(skel, rng, frames=frames, far=4)  # the chest: out of reach, it leans
+    settings = Settings(method=method, max_iterations=200)
+    together = solve(skel, Goals(position=pos), settings)
+    chest = np.zeros(skel.n_effectors)
+    chest[4] = 1.0
+    first = solve(skel, Goals(position=pos, position_weight=chest), settings)
+    spine = [skel.names.index(f"spine{i}") for i in range(3)]
+    assert np.abs(first.pose.rotations[:, spine]).max() > 0  # (it moves)
+    assert np.abs(together.pose.rotations[:, spine] - first.pose.rotations[:, spine]).max() == 0
+    for e in range(4):
+        weight = np.zeros(skel.n_effectors)
+        weight[e] = 1.0
+        alone = solve(skel, Goals(position=pos, position_weight=weight), settings, first.pose)
+        bones = np.unique(skel.dof_bone[skel.dof_moves[e]])
+        diff = np.abs(together.pose.rotations[:, bones] - alone.pose.rotations[:, bones]).max()
+        assert diff <= 1e-9, (e, diff)
+    # a hand target within reach of the shoulder where the chest put it is met
+    kin = skel.forward_kinematics(first.pose)
+    reach, _, inner = skel.chain_reach()
+    for e in range(2):
+        shoulder = kin.head[:, skel.names.index(f"upper_arm.{'LR'[e]}")]
+        d = np.linalg.norm(pos[:, e] - shoulder, axis=-1)
+        inside = (d < 0.97 * reach[e]) & (d > inner[e] + 0.03 * reach[e])
+        assert np.all(together.position_error[inside, e] <= 1e-5)
+    # the arm's reach is its own three bones' (the spine is not its chain)
+    arm = [skel.names.index(f"{b}.L") for b in ("forearm", "hand")]
+    length = np.linalg.norm(skel.rest_pos[arm], axis=1).sum() + skel.eff_offset[0, 1]
+    assert reach[0] == pytest.approx(length)
 
 
 @pytest.mark.parametrize("method", METHODS)
