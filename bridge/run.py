@@ -166,10 +166,12 @@ def solve_frames(
         reader.reset_start(data.pose, model.free)
     if last_pose is not None and settings.mode == "track":
         # frame f starts from frame f-1's result across chunks too, with the method's state and
-        # the adaptive clamp carried on (resume): chunks equal one solve
-        data.pose.rotations[0] = last_pose.rotations[-1]
-        data.pose.locations[0] = last_pose.locations[-1]
-        data.pose.stretch[0] = last_pose.stretch[-1]
+        # the adaptive clamp carried on (resume): chunks equal one solve (the bones no chain
+        # moves keep the frame's own pose, as within a chunk)
+        moved = model.free
+        data.pose.rotations[0, moved] = last_pose.rotations[-1, moved]
+        data.pose.locations[0, moved] = last_pose.locations[-1, moved]
+        data.pose.stretch[0, moved] = last_pose.stretch[-1, moved]
     t1 = time.perf_counter()
 
     def solve_from(g: Goals, p: Pose, r: dict[str, Any] | None = None) -> SolveResult:

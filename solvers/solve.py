@@ -681,9 +681,15 @@ def _track(
         carries = carry["trees"] if group > 1 else [carry]
     pieces = []
     current = start.take(np.arange(group))
+    # the bones no DOF moves take each frame's start (an animated parent, a carrier's result)
+    held = np.flatnonzero(~np.isin(np.arange(problem.skel.n_bones), problem.skel.dof_bone))
     for f in range(frames):
         for t in range(group):
             i = np.array([f * group + t])
+            if held.size:
+                current.rotations[t, held] = start.rotations[i[0], held]
+                current.locations[t, held] = start.locations[i[0], held]
+                current.stretch[t, held] = start.stretch[i[0], held]
             res = _iterate(problem, method, g.take(i), current[t], steps, True, carries[t])
             out.put(i, res.pose)
             current.put(np.array([t]), res.pose)

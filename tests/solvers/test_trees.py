@@ -288,3 +288,23 @@ def test_trees_stacked_in_one_batch_equal_trees_on_their_own_skeletons(
     assert np.abs(stacked.pose.rotations - separate.pose.rotations).max() <= 1e-9
     assert np.abs(stacked.position_error - separate.position_error).max() <= 1e-9
     assert (stacked.tree_reason == separate.tree_reason).all()
+
+
+def test_track_mode_holds_each_frames_fixed_bones_and_carriers() -> None:
+    """Track mode starts each frame from the last one's result for the bones it solves; the
+    bones no chain of the tree moves (an animated parent, a carrier's solved chest) take that
+    frame's own start pose: the reported errors are those of the returned poses."""
+    rng = np.random.default_rng(8)
+    skel = random_humanoid(rng, chest_goal=True)
+    frames = 6
+    pos = targets(skel, rng, frames=frames, far=4)
+    from jacobian_ik.solvers import Pose, exp_so3
+
+    start = Pose.rest(skel.n_bones, frames)
+    hips = skel.names.index("hips")  # fixed, animated: it turns a little every frame
+    start.rotations[:, hips] = exp_so3(np.outer(np.linspace(0.0, 0.3, frames), [0.0, 0.0, 1.0]))
+    res = solve(skel, Goals(position=pos), Settings(mode="track", track_steps=5), start)
+    kin = skel.forward_kinematics(res.pose)
+    assert np.array_equal(res.pose.rotations[:, hips], start.rotations[:, hips])
+    err = np.linalg.norm(kin.points - pos, axis=-1)
+    assert np.allclose(err, res.position_error, atol=1e-12)
