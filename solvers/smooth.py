@@ -9,9 +9,10 @@ jitter by 0.1-3 degrees from frame to frame while the goals' errors move smoothl
 own IK bakes the same jitter on such rigs. A lean bake has to key it.
 
 ``smooth`` takes it out after the solve (and the flip repair), in the IK trees of several goals
-(``SINGLE``) that carry no other tree (moving a carrier in its null space would move the goals
-that ride on it) and at the frames where such a tree has a goal the solve did not meet (elsewhere
-the tree keeps the solve's pose). Each pass moves those frames, even ones first, then odd ones
+(``SINGLE``; a tree and the trees it carries, ``solve.tree_carriers``, count as one: the step
+that puts the effectors back moves the carried chains with their carrier) and at the frames
+where such a tree has a goal the solve did not meet (elsewhere the tree keeps the solve's
+pose). Each pass moves those frames, even ones first, then odd ones
 (so a frame moves while its neighbours hold still), toward the cubic through their two
 neighbours on either side (the stencil of the roughness measure, benchmarks/common.py
 ``rough``), projected onto the null space of the goals' Jacobian, then puts the effectors back
@@ -133,7 +134,7 @@ class _Run:
         self.max_rot = np.where(rot <= rtol, rtol, rot + 0.1 * rtol)
         self.max_pos[:, g.w_pos <= 0] = np.inf
         self.max_rot[:, g.w_rot <= 0] = np.inf
-        trees = result.trees or ik_trees(skel)
+        trees = carry_groups(skel, result.trees or ik_trees(skel))
         self.tree_of = np.zeros(skel.n_effectors, dtype=np.intp)
         self.bone_tree = np.full(skel.n_bones, -1, dtype=np.intp)  # -1: no tree moves it
         for t, tree in enumerate(trees):
@@ -150,10 +151,6 @@ class _Run:
         loose = unmet.astype(float) @ self.goal_in > 0
         if not SINGLE:
             loose &= self.goal_in[~g.secondary].sum(axis=0) >= 2
-        # a tree that carries another (``solve.tree_carriers``) stays: its null space is not the
-        # carried goals'
-        for below in tree_carriers(skel, trees) if len(trees) > 1 else []:
-            loose[:, below] = False
         loose[:2] = loose[-2:] = False
         self.loose: NDArray[np.bool_] | None = loose if loose.any() else None
         self.refused = np.zeros(loose.shape, dtype=np.intp)
@@ -224,6 +221,24 @@ class _Run:
     def _jacobian(self, kin: Kinematics) -> Array:
         """(F', m, n) the goal rows of the Jacobian."""
         return self.skel.jacobian(kin)[:, self.rows // 6, self.rows % 6]
+
+
+def carry_groups(skel: Skeleton, trees: list[NDArray[np.intp]]) -> list[NDArray[np.intp]]:
+    """The IK trees joined with the trees they carry (``solve.tree_carriers``), transitively: a
+    pass moves a carrier in its goals' null space and the step that puts the effectors back
+    moves the carried chains with it (the arms follow the chest that the head's chain turns),
+    so they take a pass or not together."""
+    if len(trees) < 2:
+        return trees
+    label = list(range(len(trees)))
+    for i, below in enumerate(tree_carriers(skel, trees)):
+        for j in below:
+            old, new = max(label[i], label[j]), min(label[i], label[j])
+            label = [new if x == old else x for x in label]
+    return [
+        np.sort(np.concatenate([trees[i] for i in range(len(trees)) if label[i] == k]))
+        for k in sorted(set(label))
+    ]
 
 
 def _null(jac: Array, v: Array) -> Array:

@@ -27,7 +27,7 @@ from jacobian_ik.solvers import (
     solve,
 )
 from jacobian_ik.solvers.rotations import quaternion_from_matrix
-from jacobian_ik.solvers.smooth import smooth
+from jacobian_ik.solvers.smooth import carry_groups, smooth
 from tests.solvers.test_flips import smooth_targets
 from tests.solvers.test_trees import random_humanoid
 
@@ -41,9 +41,11 @@ def rough(skel: Skeleton, rotations: np.ndarray) -> float:
     return common.rough(quaternion_from_matrix(rotations[:, np.unique(skel.dof_bone)]))
 
 
-def humanoid(seed: int) -> tuple[Skeleton, Goals, Settings]:
+def humanoid(seed: int, carried: bool = False) -> tuple[Skeleton, Goals, Settings]:
+    """Hands through the spine; ``carried``: a chest goal's chain holds the spine and each limb
+    is its own chain of 3, so the hands' trees ride on the chest's."""
     rng = np.random.default_rng(700 + seed)
-    skel = random_humanoid(rng, spine_chains=True)
+    skel = random_humanoid(rng, spine_chains=not carried, chest_goal=carried)
     return skel, Goals(position=smooth_targets(skel, rng, FRAMES)), Settings()
 
 
@@ -92,15 +94,15 @@ def double_y(seed: int, stretch: bool = False) -> tuple[Skeleton, Goals, Setting
 
 
 CASES = [("humanoid", s) for s in range(3)] + [("double_y", s) for s in range(2)]
-CASES += [("stretch", 0)]
+CASES += [("stretch", 0), ("carried", 0), ("carried", 1)]
 
 
 @pytest.fixture(scope="module")
 def solved() -> dict:
     out = {}
     for kind, seed in CASES:
-        if kind == "humanoid":
-            skel, goals, st = humanoid(seed)
+        if kind in ("humanoid", "carried"):
+            skel, goals, st = humanoid(seed, carried=kind == "carried")
         else:
             skel, goals, st = double_y(seed, stretch=kind == "stretch")
         start = Pose.rest(skel.n_bones, FRAMES)
@@ -133,12 +135,14 @@ def test_goals_stay_where_the_solve_put_them(solved: dict, case: tuple[str, int]
     err = np.linalg.norm(np.asarray(goals.position) - kin.points, axis=-1)
     np.testing.assert_allclose(smoothed.position_error, err, atol=1e-12)
     # where an IK tree's goals were all met, its bones keep the solve's pose; so do the trees
-    # of one goal (solvers/smooth.py SINGLE)
+    # of one goal (solvers/smooth.py SINGLE), a tree with the trees it carries counting as one
     assert report.changed.any()
-    for tree in repaired.trees:
+    groups = carry_groups(skel, repaired.trees)
+    assert len(groups) == len(repaired.trees) - 2 * (case[0] == "carried")
+    for tree in groups:
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
         kept = np.all(met[:, tree], axis=1) | (len(tree) == 1)
-        assert kept.any() or case[0] != "humanoid"
+        assert kept.any() or case[0] not in ("humanoid", "carried")
         same = smoothed.pose.rotations[kept][:, bones] == repaired.pose.rotations[kept][:, bones]
         assert np.all(same)
 
