@@ -318,6 +318,7 @@ class Skeleton:
         self.dof_moves = moves & self._tree_bones()[:, self.dof_bone]  # the ones its IK uses
         self._pair_eff, self._pair_dof = np.nonzero(self.dof_moves)
         self._pair_rot = self.dof_rotational[self._pair_dof]
+        self._pairs_every = np.nonzero(self.dof_affects)
 
     def _tree_bones(self) -> NDArray[np.bool_]:
         """(E, B): the bones of the chains of each effector's IK tree (every bone for an
@@ -488,16 +489,20 @@ class Skeleton:
         columns = np.swapaxes(frames, 2, 3)  # (F, n, column, 3)
         return columns[:, np.arange(self.n_dofs), self.dof_axis]
 
-    def jacobian(self, kin: Kinematics, points: Array | None = None) -> Array:
+    def jacobian(self, kin: Kinematics, points: Array | None = None, every: bool = False) -> Array:
         """Model-space Jacobian (F, E, 6, n): rows 0-2 position, 3-5 orientation of each effector.
 
         ``points`` (F, E, 3) replaces the effector points in the position rows (Buss 2009:
-        the Jacobian formed at the target positions).
+        the Jacobian formed at the target positions). The columns of each goal are the DOFs its
+        IK uses (``dof_moves``); ``every``: every DOF that moves its point (``dof_affects``).
         """
         f, e, n = kin.points.shape[0], self.n_effectors, self.n_dofs
         pts = kin.points if points is None else points
         axes = self.dof_axes(kin)
         pe, pd, prot = self._pair_eff, self._pair_dof, self._pair_rot
+        if every:
+            pe, pd = self._pairs_every
+            prot = self.dof_rotational[pd]
         ax = axes[:, pd]  # (F, P, 3)
         lever = pts[:, pe] - kin.head[:, self.dof_bone[pd]]
         pos = np.where(prot[None, :, None], _cross(ax, lever), ax)

@@ -220,7 +220,9 @@ class _Run:
 
     def _jacobian(self, kin: Kinematics) -> Array:
         """(F', m, n) the goal rows of the Jacobian."""
-        return self.skel.jacobian(kin)[:, self.rows // 6, self.rows % 6]
+        # every DOF that moves a goal: a pass keeps the effectors where they are, whichever
+        # tree's bones move them (a carried hand's arm makes up for the chest)
+        return self.skel.jacobian(kin, every=True)[:, self.rows // 6, self.rows % 6]
 
 
 def carry_groups(skel: Skeleton, trees: list[NDArray[np.intp]]) -> list[NDArray[np.intp]]:

@@ -144,6 +144,7 @@ def test_a_goal_moves_only_the_chains_of_its_tree() -> None:
 
     pose = skel.apply(Pose.rest(skel.n_bones), rng.normal(scale=0.3, size=(1, skel.n_dofs)))
     jac = skel.jacobian(skel.forward_kinematics(pose))[0]  # (E, 6, n)
+    every = skel.jacobian(skel.forward_kinematics(pose), every=True)[0]
     h = 1e-6
     for d in range(skel.n_dofs):
         step = np.zeros((1, skel.n_dofs))
@@ -154,6 +155,9 @@ def test_a_goal_moves_only_the_chains_of_its_tree() -> None:
         mine = skel.dof_moves[:, d]
         assert np.allclose(jac[mine, :3, d], fd[mine], atol=1e-6)
         assert np.all(jac[~mine, :, d] == 0.0)
+        # every=True: the columns of every DOF that moves the point (the smoothing's)
+        assert np.allclose(every[:, :3, d], fd, atol=1e-6)
+        assert np.array_equal(every[mine, :, d], jac[mine, :, d])
 
 
 @pytest.mark.parametrize("method", ("lm", "sdls", "dls"))
