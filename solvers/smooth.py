@@ -54,8 +54,10 @@ ALPHA = 0.375
 0.6 and 0.75 (even and odd frames apart) smoothed no better in 10 or 20 passes."""
 WINDOW = np.radians(5.0)
 """A bone that turns by more than this between two frames of its stencil is not moved."""
-DEVIATION = np.radians(0.005)
-"""Frames whose bones all lie within this of their cubic are left alone (and cost nothing)."""
+DEVIATION = np.radians(0.05)
+"""Frames whose bones all lie within this of their cubic are left alone (and cost nothing): half
+the jitter measure's 0.1 degree. Against 0.005 degree, the captured zoo bakes smooth to the same
+share off their cubic (within 0.1 point) in 13 % less time, the carried humanoids in 35-40 %."""
 SINGLE = False
 """Trees of one goal (poles do not count) are not smoothed. What a single chain leaves free is
 its turn about the line to a target out of reach: on the 20 captured zoo bakes 1-13 % of their
