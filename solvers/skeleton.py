@@ -331,13 +331,7 @@ class Skeleton:
                 chains[i, list(eff.chain)] = True
         if chains.all():
             return chains
-        share = (chains.astype(np.int64) @ chains.T.astype(np.int64)) > 0
-        label = np.arange(e)
-        while True:  # each effector takes the smallest label among its neighbours
-            new = np.where(share, label[None, :], e).min(axis=1)
-            if np.array_equal(new, label):
-                break
-            label = new
+        label = components((chains.astype(np.int64) @ chains.T.astype(np.int64)) > 0)
         union = np.zeros((e, n), dtype=bool)
         for t in np.unique(label):
             union[label == t] = chains[label == t].any(axis=0)
@@ -628,6 +622,18 @@ class Skeleton:
             ),
         )
         return np.asarray(out)
+
+
+def components(link: NDArray[np.bool_]) -> NDArray[np.intp]:
+    """Per node of a symmetric (N, N) link matrix, the smallest node of its connected part."""
+    n = link.shape[0]
+    link = link | np.eye(n, dtype=bool)
+    label = np.arange(n)
+    while True:  # each node takes the smallest label among its neighbours, to a fixpoint
+        new = np.where(link, label[None, :], n).min(axis=1)
+        if np.array_equal(new, label):
+            return label
+        label = new
 
 
 def _compose(a: Array, b: Array) -> Array:

@@ -42,7 +42,7 @@ from .flips import turn_angles
 from .goals import Goals, PreparedGoals, prepare_goals
 from .methods import damped_solve
 from .rotations import quaternion_from_matrix
-from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton
+from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton, components
 from .so3 import angle_axis, mul
 from .solve import Settings, SolveResult, _problem, goal_status, ik_trees, tree_carriers
 
@@ -234,14 +234,13 @@ def carry_groups(skel: Skeleton, trees: list[NDArray[np.intp]]) -> list[NDArray[
     so they take a pass or not together."""
     if len(trees) < 2:
         return trees
-    label = list(range(len(trees)))
+    link = np.zeros((len(trees), len(trees)), dtype=bool)
     for i, below in enumerate(tree_carriers(skel, trees)):
-        for j in below:
-            old, new = max(label[i], label[j]), min(label[i], label[j])
-            label = [new if x == old else x for x in label]
+        link[i, below] = link[below, i] = True
+    label = components(link)
     return [
-        np.sort(np.concatenate([trees[i] for i in range(len(trees)) if label[i] == k]))
-        for k in sorted(set(label))
+        np.sort(np.concatenate([trees[i] for i in np.flatnonzero(label == k)]))
+        for k in np.unique(label)
     ]
 
 

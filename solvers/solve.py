@@ -24,7 +24,7 @@ from .errors import SettingsError, SkeletonError
 from .goals import Goals, PreparedGoals, prepare_goals
 from .kernel import DAMPING
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
-from .skeleton import Kinematics, Pose, Skeleton
+from .skeleton import Kinematics, Pose, Skeleton, components
 from .so3 import Array, angle_axis, mul, rotate
 from .stops import (
     BOUND_SLACK,
@@ -431,15 +431,7 @@ def ik_trees(skeleton: Skeleton) -> list[NDArray[np.intp]]:
     if cached is not None:
         return list(cached)
     moves = skeleton.dof_moves.astype(np.int64)  # (E, n)
-    e = moves.shape[0]
-    share = (moves @ moves.T) > 0
-    np.fill_diagonal(share, True)
-    label = np.arange(e)
-    while True:  # each effector takes the smallest label among its neighbours, to a fixpoint
-        new = np.where(share, label[None, :], e).min(axis=1)
-        if np.array_equal(new, label):
-            break
-        label = new
+    label = components((moves @ moves.T) > 0)
     trees = [np.flatnonzero(label == t) for t in np.unique(label)]
     below = tree_carriers(skeleton, trees)
     order: list[int] = []  # carriers first, else in the order of their first effector
