@@ -312,3 +312,18 @@ def test_track_mode_holds_each_frames_fixed_bones_and_carriers() -> None:
     assert np.array_equal(res.pose.rotations[:, hips], start.rotations[:, hips])
     err = np.linalg.norm(kin.points - pos, axis=-1)
     assert np.allclose(err, res.position_error, atol=1e-12)
+
+
+def test_chains_that_move_each_others_goals_are_refused() -> None:
+    """Chains from the bridge run from the goal's bone up, so no two trees carry each other;
+    through the API two chains with gaps can (each turns a bone above the other's goal): that
+    is refused with a message, not solved in an arbitrary order."""
+    from jacobian_ik.solvers import SkeletonError
+
+    rest = np.stack([np.eye(4)] * 3)
+    rest[1:, 1, 3] = 1.0
+    joints = [Joint.ball()] * 3
+    effectors = [Effector(2, (0.0, 1.0, 0.0), "a", (0, 2)), Effector(1, (0.0, 1.0, 0.0), "b", (1,))]
+    skel = Skeleton([-1, 0, 1], rest, joints, effectors)
+    with pytest.raises(SkeletonError, match="cycle"):
+        solve(skel, Goals(position=np.array([[1.0, 1.0, 0.0], [0.5, 1.5, 0.0]])))
