@@ -21,7 +21,7 @@ order term gives the symmetric half of both orders.
 
 **No twist.** The step's part along the DOFs that turn a bone about its own length is dropped
 (``twist_dofs``: its Y axis after its rotation, on a bone that can also swing). Where the Newton
-step runs, every unmet goal is out of reach and its chain straightens toward it; there each
+step runs, the one unmet goal is out of reach and its chain straightens toward it; there each
 bone's twist is what the goals cannot see, and with S coupling it to the bending the step turned
 it by a different amount in each frame: on captured zoo bakes (seed 3) the joint jumps over 10
 degrees between frames of the batched solve rose from 28-45 (LM) to 76-126 (spiders,

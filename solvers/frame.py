@@ -45,6 +45,7 @@ from .stops import (
     MIN_STEP_SCALE,
     REASONS,
     RUNNING,
+    SETTLED,
     STAGNATED,
     STATIONARY,
 )
@@ -566,6 +567,8 @@ class _Run:
             beyond = bool(
                 ((pos_err <= fs.tol_pos) | (lb > 0)).all() and (rot_err <= fs.tol_rot).all()
             )
+            if beyond and k > 0 and not self.undone and self.prev2_r - r < SETTLED * st.tolerance:
+                return STATIONARY, beyond  # settled beyond reach (stops.SETTLED)
         if k > 0:
             self.rises = self.rises + 1 if r > self.prev_r else 0
             # no progress over one step or over two (a 2-cycle), when stagnation > 0
@@ -608,9 +611,13 @@ class _Run:
             dt = None if lam2 is None else damped_step(jw, ew, float(lam2[0]))
         if dt is None:
             dt = fs.method.step(jw[None], ew[None], ctx)[0]
-        if fs.newton is not None and beyond and not self.undone:
+        if fs.newton is not None and beyond and not self.undone and self.lone(pos_err):
             dt = self.newton_step(e6, ew, pts, jw, dt)
         return dt, jw, e_raw, ctx
+
+    def lone(self, pos_err: Array) -> bool:
+        """One position goal unmet (``solve.lone_unmet``)."""
+        return int(np.count_nonzero(pos_err > self.fs.tol_pos)) == 1
 
     def newton_step(self, e6: Array, ew: Array, pts: Array, jw: Array, dt: Array) -> Array:
         """(J~^T J~ + S~ + mu I) dt = J~^T e~ (solve._newton_step), or ``dt`` where that matrix

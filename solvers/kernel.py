@@ -49,6 +49,7 @@ from .stops import (
     MIN_STEP_SCALE,
     RAISES,
     RUNNING,
+    SETTLED,
     STAGNATED,
     STATIONARY,
 )
@@ -465,9 +466,9 @@ def _frame(f, rig, fr, ru, out):
             break
         prev2_r = prev_r
         prev_r = r
-        # frames whose unmet goals are all out of reach take the damped Newton step
+        # frames whose one unmet goal is out of reach take the damped Newton step
         # (solvers/curvature.py); after an undone step, the method's own
-        newton = ru.second and not met and not undone and beyond
+        newton = ru.second and not met and not undone and beyond and _lone_unmet(ru, w)
         if not _damped_step(r2, newton, f, rig, fr, ru, w):
             why = FALLBACK
             it = k
@@ -684,7 +685,7 @@ def _stop_tests(f, stuck, k, r, met, prev_r, prev2_r, diverging, rig, fr, ru, w)
     beyond = False  # only goals out of reach are unmet (no gradient stop: solve.py)
     if ru.bounded and why == RUNNING:
         done, beyond = _bound_test(f, rig, fr, ru, w)
-        if done:
+        if done or (beyond and stuck and prev2_r - r < SETTLED * ru.tol):
             why = STATIONARY
     if k > 0:
         floor = ru.stagnation * max(r, 1e-300)
@@ -732,6 +733,16 @@ def _bound_test(f, rig, fr, ru, w):
         if rot_e[e] > tol_rot[e] or (pos_e[e] > tol_pos[e] and not lb > 0):
             beyond = False
     return done, beyond
+
+
+@_piece
+def _lone_unmet(ru, w):
+    """One position goal unmet (``solve.lone_unmet``)."""
+    count = 0
+    for e in range(w.pos_e.shape[0]):
+        if w.pos_e[e] > ru.tol_pos[e]:
+            count += 1
+    return count == 1
 
 
 @_piece

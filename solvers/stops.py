@@ -23,6 +23,13 @@ BOUND_SLACK = 0.1
 lower bound (``solve._Problem.lower_bound``): as close as a straight chain gets, to 1e-6 at the
 default tolerance."""
 
+SETTLED = 0.01
+"""A frame whose unmet goals are all out of reach stops at a stationary point when its last two
+steps lowered the residual by less than this fraction of the tolerance together: where goals of
+one tree pull apart beyond reach, no goal can reach its own lower bound (the bound test), and
+the steps creep on by 1e-8 a step for hundreds of iterations (zoo humanoids with both hands
+through the spine)."""
+
 RAISES = 12
 """How many times the Newton step's damping may be raised tenfold (1e-3 to 1e9) before the
 frame takes its method's step instead."""

@@ -6,6 +6,7 @@ one frame); frames with goals in conflict keep LM's steps."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import numpy as np
 import pytest
@@ -174,3 +175,51 @@ def test_the_newton_step_turns_no_bone_about_its_own_length() -> None:
     res = solve(skel, Goals(far[:, None]), Settings(), pose=start.broadcast(len(far)))
     excess = res.position_error[:, 0] - (np.linalg.norm(far, axis=1) - 1.0)
     assert np.all(excess <= 1.1e-6), excess
+
+
+def _hands_out_of_reach(seed: int) -> tuple[Skeleton, np.ndarray]:
+    """Hands through the spine (one tree), both hands' targets out of reach in opposite
+    directions (the chains pull apart), the feet in reach."""
+    rng = np.random.default_rng(seed)
+    skel = random_humanoid(rng, spine_chains=True)
+    pos = targets(skel, rng, 10, far=0)
+    pos[:, 1] = targets(skel, rng, 10, far=1)[:, 1]
+    sides = pos[:, :2] - pos[:, :2].mean(axis=1, keepdims=True)
+    pos[:, :2] += 0.5 * sides  # farther apart: both hands stay out of reach
+    return skel, pos
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_goals_pulling_apart_out_of_reach_settle(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two goals of one tree out of reach: no pose puts each at its own lower bound, so the
+    bound test never stops the frame, and the steps crept on by 1e-8 a step to the iteration
+    cap. The Newton step is only for a lone unmet goal (with both out, it crept as well), and
+    the frame stops as stationary once two steps lower the residual by less than SETTLED times
+    the tolerance: within the tolerance of where the steps end without that stop, in far fewer
+    steps; every loop alike (numpy, compiled, one frame)."""
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if compiled else "0")
+    skel, pos = _hands_out_of_reach(21)
+    st = Settings(second_order=True)
+    res = solve(skel, Goals(pos), st)
+    assert np.all(res.goal_status[:, :2] == "out_of_reach")
+    off = solve(skel, Goals(pos), dataclasses.replace(st, second_order=False))
+    np.testing.assert_array_equal(res.iterations, off.iterations)  # no Newton step taken
+    assert np.sum(res.tree_reason[0] == "stationary") >= 8, res.tree_reason[0]
+    # the settle stop off (the numpy loop): the steps creep on
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "0")
+    monkeypatch.setattr(importlib.import_module("jacobian_ik.solvers.solve"), "SETTLED", 0.0)
+    creep = solve(skel, Goals(pos), st)
+    assert creep.iterations.mean() > 1.5 * res.iterations.mean()
+    gap = np.sqrt((res.position_error[:, :2] ** 2).sum(1)) - np.sqrt(
+        (creep.position_error[:, :2] ** 2).sum(1)
+    )
+    assert np.all(gap < st.tolerance), gap
+    monkeypatch.undo()
+    monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if compiled else "0")
+    solver = Solver(skel, st)
+    got = [solver.solve(Goals(pos[f : f + 1])) for f in range(len(pos))]
+    np.testing.assert_array_equal([g.iterations[0] for g in got], res.iterations)
+    rotations = np.concatenate([g.pose.rotations for g in got])
+    np.testing.assert_allclose(rotations, res.pose.rotations, atol=1e-9)
