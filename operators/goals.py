@@ -137,8 +137,11 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                 if con.target is None:
                     skipped.append(f"{pbone.name}/{con.name}: no target")
                     continue
-                position_weight = con.weight if con.use_location else 0.0
-                rotation_weight = con.orient_weight if con.use_rotation else 0.0
+                # Blender's IK scales a goal's error and Jacobian rows by its weight, so its
+                # least-squares weight is the square (intern/iksolver IK_QTask.cpp: SetBetas
+                # and SetDerivatives by m_weight); ours weighs the squared error (solvers)
+                position_weight = con.weight**2 if con.use_location else 0.0
+                rotation_weight = con.orient_weight**2 if con.use_rotation else 0.0
                 if position_weight <= 0.0 and rotation_weight <= 0.0:
                     skipped.append(f"{pbone.name}/{con.name}: neither location nor rotation")
                     continue
