@@ -42,9 +42,9 @@ from .flips import turn_angles
 from .goals import Goals, PreparedGoals, prepare_goals
 from .methods import damped_solve
 from .rotations import quaternion_from_matrix
-from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton, components
+from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton
 from .so3 import angle_axis, mul
-from .solve import Settings, SolveResult, _problem, goal_status, ik_trees, tree_carriers
+from .solve import Settings, SolveResult, _problem, carry_groups, goal_status, ik_trees
 
 Array = NDArray[np.float64]
 
@@ -225,23 +225,6 @@ class _Run:
         # every DOF that moves a goal: a pass keeps the effectors where they are, whichever
         # tree's bones move them (a carried hand's arm makes up for the chest)
         return self.skel.jacobian(kin, every=True)[:, self.rows // 6, self.rows % 6]
-
-
-def carry_groups(skel: Skeleton, trees: list[NDArray[np.intp]]) -> list[NDArray[np.intp]]:
-    """The IK trees joined with the trees they carry (``solve.tree_carriers``), transitively: a
-    pass moves a carrier in its goals' null space and the step that puts the effectors back
-    moves the carried chains with it (the arms follow the chest that the head's chain turns),
-    so they take a pass or not together."""
-    if len(trees) < 2:
-        return trees
-    link = np.zeros((len(trees), len(trees)), dtype=bool)
-    for i, below in enumerate(tree_carriers(skel, trees)):
-        link[i, below] = link[below, i] = True
-    label = components(link)
-    return [
-        np.sort(np.concatenate([trees[i] for i in np.flatnonzero(label == k)]))
-        for k in np.unique(label)
-    ]
 
 
 def _null(jac: Array, v: Array) -> Array:

@@ -458,6 +458,24 @@ def tree_carriers(skeleton: Skeleton, trees: list[NDArray[np.intp]]) -> list[lis
     ]
 
 
+def carry_groups(skel: Skeleton, trees: list[NDArray[np.intp]]) -> list[NDArray[np.intp]]:
+    """The IK trees joined with the trees they carry (``tree_carriers``), transitively: what
+    moves a carrier moves the carried chains with it, so the jitter smoothing
+    (solvers/smooth.py: the arms follow the chest that the head's chain turns) and the flip
+    repair (solvers/flips.py: a carrier's new pose must leave the carried goals as good) treat
+    them as one. In the order of ``trees``' first members."""
+    if len(trees) < 2:
+        return trees
+    link = np.zeros((len(trees), len(trees)), dtype=bool)
+    for i, below in enumerate(tree_carriers(skel, trees)):
+        link[i, below] = link[below, i] = True
+    label = components(link)
+    return [
+        np.sort(np.concatenate([trees[i] for i in np.flatnonzero(label == k)]))
+        for k in np.unique(label)
+    ]
+
+
 def carries(skeleton: Skeleton) -> bool:
     """Whether an IK tree of ``skeleton`` moves another tree's effectors."""
     cached = skeleton.__dict__.get("_carries")

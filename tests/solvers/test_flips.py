@@ -130,20 +130,23 @@ def test_each_frame_equals_its_solve_alone_from_its_start(solved: dict, seed: in
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_carried_trees_are_repaired_after_their_carriers(seed: int) -> None:
-    """A tree carried by another's bones (a hand's chain under the chest's) is solved again
-    from its carrier's repaired pose, then repaired: each frame still equals its solve alone
-    from the start the repair records; the carrier jumps no more than before, goals it met stay
-    met; a carried goal is as good as its solve from the carrier's repaired pose."""
+def test_a_carrier_is_repaired_with_the_trees_it_carries(seed: int) -> None:
+    """A tree carried by another's bones (a hand's chain under the chest's) is repaired with its
+    carrier as one (the carried goals judge the carrier's candidates too), then on its own on
+    the carrier's repaired pose: each frame still equals its solve alone from the start the
+    repair records; the unit's bones jump no more than before; and no goal of the unit ends
+    worse than the frame's own solve (repairing the carrier alone left carried hands farther
+    off than they were)."""
     skel, goals, st = problem(seed, carried=True)
     start = Pose.rest(skel.n_bones, FRAMES)
     plain = solve(skel, goals, st, start)
     assert [t.tolist() for t in plain.trees][2:] == [[4], [0], [1]]
     fixed, report = flips.repair(skel, goals, st, start, plain)
-    chest = plain.trees[2]
-    assert jumps(skel, fixed)[2] <= jumps(skel, plain)[2]
-    met = plain.position_error[:, chest] <= st.tolerance
-    assert np.all(fixed.position_error[:, chest][met] <= st.tolerance)
+    unit = sum(jumps(skel, fixed)[2:]), sum(jumps(skel, plain)[2:])
+    assert unit[0] <= unit[1], unit
+    met = plain.position_error <= st.tolerance
+    bound = np.where(met, st.tolerance, plain.position_error + 0.1 * st.tolerance)
+    assert np.all(fixed.position_error <= bound + 1e-12)
     frames = np.flatnonzero(report.changed)
     assert frames.size
     for f in frames:
@@ -151,17 +154,6 @@ def test_carried_trees_are_repaired_after_their_carriers(seed: int) -> None:
         assert np.allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
         assert np.allclose(alone.position_error[0], fixed.position_error[f], atol=1e-9)
         assert alone.reason[0] == fixed.reason[f]
-    # the hands from the repaired chest, alone: the repair keeps them as good or better
-    chest_pose = start.copy()
-    moved = np.unique(skel.dof_bone[skel.dof_moves[chest].any(axis=0)])
-    chest_pose.rotations[:, moved] = fixed.pose.rotations[:, moved]
-    hands = np.zeros(skel.n_effectors)
-    hands[:2] = 1.0
-    again = solve(skel, replace_weights(goals, hands), st, chest_pose)
-    ok = again.position_error[:, :2] <= st.tolerance
-    assert np.all(fixed.position_error[:, :2][ok] <= st.tolerance)
-    bound = np.where(ok, st.tolerance, again.position_error[:, :2] + 0.1 * st.tolerance)
-    assert np.all(fixed.position_error[:, :2] <= bound + 1e-12)
     again_too = flips.repair(skel, goals, st, start, plain)[0]
     assert again_too.pose.rotations.tobytes() == fixed.pose.rotations.tobytes()
 

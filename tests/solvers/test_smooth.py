@@ -27,7 +27,8 @@ from jacobian_ik.solvers import (
     solve,
 )
 from jacobian_ik.solvers.rotations import quaternion_from_matrix
-from jacobian_ik.solvers.smooth import carry_groups, smooth
+from jacobian_ik.solvers.smooth import smooth
+from jacobian_ik.solvers.solve import carry_groups
 from tests.solvers.test_flips import smooth_targets
 from tests.solvers.test_trees import random_humanoid
 
