@@ -19,6 +19,7 @@ from jacobian_ik.solvers import (
     Settings,
     Skeleton,
     Solver,
+    SolveResult,
     kernel,
     solve,
 )
@@ -115,6 +116,18 @@ def test_a_long_chain_reaches_an_unreachable_targets_bound_in_few_steps(bones: i
     assert old.iterations.mean() > 3 * res.iterations.mean()
 
 
+def _frame_by_frame_equals(
+    skel: Skeleton, st: Settings, pos: np.ndarray, want: SolveResult
+) -> None:
+    """``Solver`` one frame at a time (the compiled loop, or the one-frame path without it)
+    gives the batched solve's iterations and poses."""
+    solver = Solver(skel, st)
+    got = [solver.solve(Goals(pos[f : f + 1])) for f in range(len(pos))]
+    np.testing.assert_array_equal([g.iterations[0] for g in got], want.iterations)
+    rotations = np.concatenate([g.pose.rotations for g in got])
+    np.testing.assert_allclose(rotations, want.pose.rotations, atol=1e-9)
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_every_path_takes_the_newton_step_alike(
     compiled: bool, monkeypatch: pytest.MonkeyPatch
@@ -136,11 +149,7 @@ def test_every_path_takes_the_newton_step_alike(
     np.testing.assert_array_equal(numpy_loop.iterations, want.iterations)
     np.testing.assert_allclose(numpy_loop.pose.rotations, want.pose.rotations, atol=1e-9)
     monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if compiled else "0")
-    solver = Solver(skel, st)
-    got = [solver.solve(Goals(pos[f : f + 1])) for f in range(len(pos))]
-    np.testing.assert_array_equal([g.iterations[0] for g in got], want.iterations)
-    rotations = np.concatenate([g.pose.rotations for g in got])
-    np.testing.assert_allclose(rotations, want.pose.rotations, atol=1e-9)
+    _frame_by_frame_equals(skel, st, pos, want)
     off = solve(skel, Goals(pos), dataclasses.replace(st, second_order=False))
     assert np.abs(off.pose.rotations - want.pose.rotations).max() > 1e-6
 
@@ -218,8 +227,4 @@ def test_goals_pulling_apart_out_of_reach_settle(
     assert np.all(gap < st.tolerance), gap
     monkeypatch.undo()
     monkeypatch.setenv("JACOBIAN_IK_KERNEL", "1" if compiled else "0")
-    solver = Solver(skel, st)
-    got = [solver.solve(Goals(pos[f : f + 1])) for f in range(len(pos))]
-    np.testing.assert_array_equal([g.iterations[0] for g in got], res.iterations)
-    rotations = np.concatenate([g.pose.rotations for g in got])
-    np.testing.assert_allclose(rotations, res.pose.rotations, atol=1e-9)
+    _frame_by_frame_equals(skel, st, pos, res)
