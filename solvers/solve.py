@@ -579,17 +579,7 @@ def combine_trees(
     reasons = np.stack([p.reason for p in parts])  # (T, F)
     first = np.argmax(reasons != "converged", axis=0)
     length = max(len(p.history) for p in parts)
-    hist = np.sqrt(
-        sum(
-            (
-                p.history
-                if len(p.history) == length
-                else np.pad(p.history, ((0, length - len(p.history)), (0, 0)), mode="edge")
-            )
-            ** 2
-            for p in parts
-        )
-    )
+    hist = np.sqrt(sum(_held_to(p.history, length) ** 2 for p in parts))
     stats: dict[str, list[float]] = {}
     for p in parts:
         for k, v in p.stats.items():
@@ -610,6 +600,14 @@ def combine_trees(
     )
     result.trees, result.tree_reason = trees, reasons
     return result
+
+
+def _held_to(history: Array, length: int) -> Array:
+    """A residual history (K, F) held at its last row to ``length`` rows (``np.pad``'s "edge",
+    without its cost per call)."""
+    if len(history) == length:
+        return history
+    return np.concatenate([history, np.repeat(history[-1:], length - len(history), axis=0)])
 
 
 def _unstack(

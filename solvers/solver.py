@@ -7,7 +7,8 @@ solvers/solve.py; the one-frame path in solvers/frame.py.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,10 +16,21 @@ from numpy.typing import NDArray
 from . import kernel
 from .errors import SettingsError
 from .frame import FrameSolver, unsupported
-from .goals import Goals, check_weights, prepare_goals
+from .goals import Goals, PreparedGoals, check_weights, prepare_goals
 from .skeleton import Pose, Skeleton
-from .solve import Settings, SolveResult, carries, combine_trees, goal_status, ik_trees
+from .solve import (
+    REASONS,
+    Settings,
+    SolveResult,
+    _problem,
+    carries,
+    combine_trees,
+    goal_status,
+    ik_trees,
+)
 from .solve import solve as solve_batched  # the batched loop (many frames, every option)
+
+Array = NDArray[np.float64]
 
 SINGULAR_VALUE_METHODS = frozenset(
     {"dls_nakamura_hanafusa", "dls_kelmar", "dls_maciejewski_klein", "dls_chiaverini"}
@@ -55,6 +67,7 @@ class Solver:
         self.one_frame_path = one_frame_path
         self.trees_all = ik_trees(skeleton)
         self._fast: dict[bytes, list[FrameSolver] | None] = {}
+        self._compiled: dict[bytes, list[_KernelTree] | None] = {}
 
     def trees(self, goals: Goals) -> list[NDArray[np.intp]]:
         """The IK trees (effector indices) ``solve`` splits these goals into."""
@@ -92,8 +105,8 @@ class Solver:
         position = np.asarray(goals.position, dtype=float)
         if st.mode != "converge" or position.ndim != 3 or position.shape[0] != 1:
             return None
-        if st.method in SINGULAR_VALUE_METHODS or kernel.covers(skel, st):
-            return None  # (the compiled loop runs each tree's frame faster than numpy here)
+        if st.method in SINGULAR_VALUE_METHODS:
+            return None
         if carries(skel):
             return None  # (trees solved one after the other: the batched loop)
         if goals.balance is not None or goals.support is not None:
@@ -107,6 +120,8 @@ class Solver:
         e = skel.n_effectors
         w_pos = check_weights(goals.position_weight, 1.0, e, "position_weight")
         w_rot = check_weights(goals.rotation_weight, 0.0, e, "rotation_weight")
+        if kernel.covers(skel, st):
+            return self._one_frame_compiled(goals, pose)
         key = w_pos.tobytes() + w_rot.tobytes()
         if key not in self._fast:
             fast: list[FrameSolver] | None = None
@@ -147,13 +162,126 @@ class Solver:
             result = _one_frame_merge(
                 skel, start, trees, [fs.solve(position[0], rotation, base, start) for fs in solvers]
             )
+        return self._with_status(result, w_pos, w_rot, lambda: prepare_goals(goals, e))
+
+    def _with_status(
+        self, result: SolveResult, w_pos: Array, w_rot: Array, g: Callable[[], PreparedGoals]
+    ) -> SolveResult:
+        """``result`` with each goal's status (``solve.goal_status``; ``g`` gives the prepared
+        goals it needs when a goal is not met)."""
+        st, e = self.settings, self.skeleton.n_effectors
         met = (result.position_error[0] <= st.tolerance) | (w_pos <= 0)
         met &= (result.rotation_error[0] <= st.rotation_tolerance) | (w_rot <= 0)
         if np.all(met):
             result.goal_status = np.full((1, e), "met")
         else:
-            result.goal_status = goal_status(skel, prepare_goals(goals, e), result, st)
+            result.goal_status = goal_status(self.skeleton, g(), result, st)
         return result
+
+    def _one_frame_compiled(self, goals: Goals, pose: Pose | None) -> SolveResult | None:
+        """One frame by the compiled loop, each IK tree's problem and plan prepared once: the
+        same ``kernel.iterate`` calls on the same arrays as ``solve`` makes, so the same result
+        bit for bit, without ``solve``'s set-up per call (about three quarters of a live
+        update's solve on the humanoid). None when the compiled loop does not cover the goals
+        (``solve`` then runs), or hands the frame back to the numpy loop."""
+        skel, st = self.skeleton, self.settings
+        e = skel.n_effectors
+        g = prepare_goals(goals, e)
+        start = pose if pose is not None else Pose.rest(skel.n_bones)
+        if start.rotations.shape[1] != skel.n_bones:
+            raise SettingsError(
+                f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skel.n_bones}"
+            )
+        if not (
+            np.all(np.isfinite(start.rotations))
+            and np.all(np.isfinite(start.locations))
+            and np.all(np.isfinite(start.stretch))
+        ):
+            raise SettingsError("the start pose contains NaN or inf")
+        identity = bool(np.all(g.lin == np.eye(3)))
+        key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity])
+        if key not in self._compiled:
+            self._compiled[key] = self._kernel_trees(g, start)
+        trees = self._compiled[key]
+        if trees is None:
+            return None
+        parts = []
+        try:
+            for t in trees:
+                gs = g if t.whole else g.select(t.effectors)
+                problem = _problem(t.skeleton, gs, st)  # (the cached problem, these settings)
+                begin = Pose(
+                    start.rotations[:, t.bones],
+                    start.locations[:, t.bones],
+                    start.stretch[:, t.bones],
+                )
+                raw = kernel.iterate(problem, t.plan, gs, begin)
+                if raw.reason[0] == kernel.FALLBACK:
+                    return None
+                parts.append((raw, begin))
+        except kernel.KernelUnavailable:
+            return None
+        if len(trees) == 1:
+            raw, begin = parts[0]
+            result = _raw_result(raw, begin)
+            result.trees = self.trees_all
+            return self._with_status(result, g.w_pos, g.w_rot, lambda: g)
+        out = start.copy()
+        pos, rot = np.zeros((1, e)), np.zeros((1, e))
+        results = []
+        for t, (raw, begin) in zip(trees, parts, strict=True):
+            part = _raw_result(raw, begin)
+            out.rotations[:, t.into] = part.pose.rotations[:, t.out]
+            pos[:, t.effectors], rot[:, t.effectors] = part.position_error, part.rotation_error
+            results.append(part)
+        result = combine_trees(self.trees_all, results, out, pos, rot)
+        return self._with_status(result, g.w_pos, g.w_rot, lambda: g)
+
+    def _kernel_trees(self, g: PreparedGoals, start: Pose) -> list[_KernelTree] | None:
+        """Each IK tree's skeleton, bones and compiled-loop plan for goals weighted as ``g``,
+        as ``solve`` splits them (one tree: the whole skeleton); None when the compiled loop
+        does not cover one of them."""
+        skel, st = self.skeleton, self.settings
+        method = st.make_method()
+        if kernel.plan(_problem(skel, g, st), method, g, start, False) is None:
+            return None  # (``solve`` would not run the compiled loop)
+        whole = len(self.trees_all) == 1
+        found = []
+        for tree in self.trees_all:
+            if whole:
+                sub, bones, solved = skel, np.arange(skel.n_bones), np.ones(skel.n_bones, bool)
+            else:
+                sub, bones, solved = skel.subtree(tree)
+            gs = g if whole else g.select(tree)
+            begin = Pose(
+                start.rotations[:, bones], start.locations[:, bones], start.stretch[:, bones]
+            )
+            plan = kernel.plan(_problem(sub, gs, st), method, gs, begin, False)
+            if plan is None:
+                return None
+            into, out = bones[solved], np.flatnonzero(solved)
+            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole))
+        return found
+
+
+class _KernelTree(NamedTuple):
+    """One IK tree as the compiled one-frame path solves it."""
+
+    effectors: NDArray[np.intp]
+    skeleton: Skeleton  # its own (``Skeleton.subtree``), or the whole when it is the only one
+    bones: NDArray[np.intp]  # the skeleton's bones among the armature's
+    into: NDArray[np.intp]  # the bones it solves, among the armature's
+    out: NDArray[np.intp]  # and among its own
+    plan: kernel.Plan
+    whole: bool
+
+
+def _raw_result(raw: kernel.Out, begin: Pose) -> SolveResult:
+    """One frame's ``SolveResult`` from the compiled loop's output, as ``solve`` builds it."""
+    last = int(raw.last[0])
+    pose = Pose(raw.rotations, begin.locations.copy(), begin.stretch.copy())
+    reason = REASONS[np.minimum(raw.reason, 6)]
+    return SolveResult(pose, raw.pos, raw.rot, raw.iterations, reason, raw.history[: last + 1], 0.0)
 
 
 def _one_frame_merge(

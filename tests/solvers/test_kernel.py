@@ -7,7 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jacobian_ik.solvers import Effector, Goals, Joint, Pose, Settings, Skeleton, kernel, solve
+from jacobian_ik.solvers import (
+    Effector,
+    Goals,
+    Joint,
+    Pose,
+    Settings,
+    Skeleton,
+    Solver,
+    kernel,
+    solve,
+)
+from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solve import ik_trees
 from tests.rigs.skeletons import chain
 from tests.solvers.test_trees import random_humanoid, targets
@@ -82,6 +93,49 @@ def test_kernel_orientation_goals_and_two_axis_joints(monkeypatch):
     plain = solve(skel, goals, settings, start)
     assert _compare(compiled, plain) >= 0.9
     assert np.mean(compiled.reason == "converged") >= 0.75
+
+
+@pytest.mark.parametrize("seed", (11, 12, 13, 14, 15))
+def test_solver_one_frame_equals_solve_bit_for_bit(seed):
+    """``Solver``'s compiled one-frame path (live posing, ``api.solve_pose``) prepares each IK
+    tree once and calls the compiled loop on the same arrays as ``solve``: the same result to
+    the last bit, on humanoids of random proportions (hands through the spine or not, one
+    tree or several), a scaled and rotated armature, orientation goals, targets in and out of
+    reach, warm starts."""
+    rng = np.random.default_rng(seed)
+    if seed == 15:  # one IK tree: a chain of 8 (solved on the whole skeleton)
+        skel = chain(8, 0.4, joint=Joint.ball())
+        paths = targets(skel, rng, frames=6, far=0) * np.array([0.6, 1.0] * 3)[:, None, None]
+    else:
+        skel = random_humanoid(rng, spine_chains=seed % 2 == 0)
+        paths = targets(skel, rng, frames=6, far=seed % 4)
+    base = _base(rng) if seed > 12 else None
+    settings = Settings(max_iterations=60)
+    solver = Solver(skel, settings)
+    pose = None
+    for f, pos in enumerate(paths):
+        if base is not None:
+            pos = pos @ base[:3, :3].T + base[:3, 3]
+        rot = exp_so3(rng.normal(scale=0.5, size=(skel.n_effectors, 3)))
+        w_rot = np.where(np.arange(skel.n_effectors) == 0, 0.5 * (seed != 11), 0.0)
+        goals = Goals(position=pos[None], rotation=rot[None], rotation_weight=w_rot, base=base)
+        got = solver.solve(goals, pose=pose)
+        want = solve(skel, goals, settings, pose=pose)
+        for a, b in (
+            (got.pose.rotations, want.pose.rotations),
+            (got.position_error, want.position_error),
+            (got.rotation_error, want.rotation_error),
+            (got.history, want.history),
+        ):
+            np.testing.assert_array_equal(a, b)
+        assert got.reason.tolist() == want.reason.tolist()
+        assert got.iterations.tolist() == want.iterations.tolist()
+        assert got.goal_status.tolist() == want.goal_status.tolist()
+        tree_reason = None if want.tree_reason is None else want.tree_reason.tolist()
+        assert (None if got.tree_reason is None else got.tree_reason.tolist()) == tree_reason
+        assert [t.tolist() for t in got.trees] == [t.tolist() for t in want.trees]
+        pose = got.pose if f % 2 else None
+    assert any(v is not None for v in solver._compiled.values())  # the compiled path ran
 
 
 def test_what_the_kernel_does_not_cover_runs_the_numpy_loop():
