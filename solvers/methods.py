@@ -59,13 +59,16 @@ def damped_solve(jac: Array, e: Array, lam2: Array) -> Array:
     jt = np.swapaxes(jac, -1, -2)
     lam = lam2[:, None, None] * np.eye(min(m, n))
     try:
+        # the Cholesky factorisation tells a positive definite matrix; one solve with the
+        # matrix itself then costs a third of two solves with its triangular factors (numpy
+        # has no batched triangular solve: it factorises each factor again)
         if m <= n:
-            low = _cholesky(jac @ jt + lam)
-            z = _solve_vec(np.swapaxes(low, -1, -2), _solve_vec(low, e))
-            return np.einsum("fnm,fm->fn", jt, z)
-        low = _cholesky(jt @ jac + lam)
-        rhs = np.einsum("fnm,fm->fn", jt, e)
-        return _solve_vec(np.swapaxes(low, -1, -2), _solve_vec(low, rhs))
+            normal = jac @ jt + lam
+            _cholesky(normal)
+            return np.einsum("fnm,fm->fn", jt, _solve_vec(normal, e))
+        normal = jt @ jac + lam
+        _cholesky(normal)
+        return _solve_vec(normal, np.einsum("fnm,fm->fn", jt, e))
     except np.linalg.LinAlgError:
         u, s, vt = np.linalg.svd(jac, full_matrices=False)
         return svd_apply(u, s, vt, e, _filter(s, lam2))
