@@ -327,16 +327,7 @@ def solve(
     t0 = time.perf_counter()
     g = prepare_goals(goals, skeleton.n_effectors)
     start = (pose or Pose.rest(skeleton.n_bones)).broadcast(g.frames)
-    if start.rotations.shape[1] != skeleton.n_bones:
-        raise SettingsError(
-            f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skeleton.n_bones}"
-        )
-    if not (
-        np.all(np.isfinite(start.rotations))
-        and np.all(np.isfinite(start.locations))
-        and np.all(np.isfinite(start.stretch))
-    ):
-        raise SettingsError("the start pose contains NaN or inf")
+    check_start(skeleton, start)
     if settings.keep_limits:
         skeleton.clamp_to_limits(start)  # a start pose outside the limits starts at them
     if goals.balance is not None:
@@ -376,6 +367,20 @@ def solve(
     result.goal_status = goal_status(skeleton, g, result, settings)
     result.elapsed = time.perf_counter() - t0
     return result
+
+
+def check_start(skeleton: Skeleton, start: Pose) -> None:
+    """SettingsError unless ``start`` has the skeleton's bones and only finite values."""
+    if start.rotations.shape[1] != skeleton.n_bones:
+        raise SettingsError(
+            f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skeleton.n_bones}"
+        )
+    if not (
+        np.all(np.isfinite(start.rotations))
+        and np.all(np.isfinite(start.locations))
+        and np.all(np.isfinite(start.stretch))
+    ):
+        raise SettingsError("the start pose contains NaN or inf")
 
 
 def _solve_apart(

@@ -24,6 +24,7 @@ from .solve import (
     SolveResult,
     _problem,
     carries,
+    check_start,
     combine_trees,
     goal_status,
     ik_trees,
@@ -188,16 +189,7 @@ class Solver:
         e = skel.n_effectors
         g = prepare_goals(goals, e)
         start = pose if pose is not None else Pose.rest(skel.n_bones)
-        if start.rotations.shape[1] != skel.n_bones:
-            raise SettingsError(
-                f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skel.n_bones}"
-            )
-        if not (
-            np.all(np.isfinite(start.rotations))
-            and np.all(np.isfinite(start.locations))
-            and np.all(np.isfinite(start.stretch))
-        ):
-            raise SettingsError("the start pose contains NaN or inf")
+        check_start(skel, start)
         identity = bool(np.all(g.lin == np.eye(3)))
         key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity])
         if key not in self._compiled:
