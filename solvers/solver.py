@@ -182,9 +182,9 @@ class Solver:
     def _one_frame_compiled(self, goals: Goals, pose: Pose | None) -> SolveResult | None:
         """One frame by the compiled loop, each IK tree's problem and plan prepared once: the
         same ``kernel.iterate`` calls on the same arrays as ``solve`` makes, so the same result
-        bit for bit, without ``solve``'s set-up per call (about three quarters of a live
-        update's solve on the humanoid). None when the compiled loop does not cover the goals
-        (``solve`` then runs), or hands the frame back to the numpy loop."""
+        bit for bit, without ``solve``'s set-up per call (a fifth to a quarter of a live
+        update's solve on the humanoid: docs/solver-api.md). None when the compiled loop does
+        not cover the goals (``solve`` then runs), or hands the frame back to the numpy loop."""
         skel, st = self.skeleton, self.settings
         e = skel.n_effectors
         g = prepare_goals(goals, e)
