@@ -376,9 +376,7 @@ class Skeleton:
                         float(self.eff_offset[e, 2]),
                     ),
                     self.effectors[e].name,
-                    None
-                    if self.effectors[e].chain is None
-                    else tuple(int(index[b]) for b in np.unique(self.dof_bone[self.dof_moves[e]])),
+                    _sub_chain(self.effectors[e].chain, index),
                 )
                 for e in key
             ],
@@ -721,3 +719,14 @@ def dof_order(skel: Skeleton) -> NDArray[np.int8]:
     result = out.astype(np.int8)
     skel.__dict__["_dof_order"] = result
     return result
+
+
+def _sub_chain(chain: tuple[int, ...] | None, index: NDArray[np.intp]) -> tuple[int, ...] | None:
+    """An effector's own chain on a subtree's bones (``index``: each bone's index there, -1 when
+    it is not kept; a chain's bones lie above its effector, so they are kept). Its own, not its
+    tree's: the tree's bones follow from the chains of the effectors kept (a whole IK tree moves
+    what it moved before), and one goal alone on its subtree moves its own chain only
+    (solvers/priority.py)."""
+    if chain is None:
+        return None
+    return tuple(int(index[b]) for b in chain if index[b] >= 0)

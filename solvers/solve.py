@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import kernel
+from . import kernel, priority
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
 from .curvature import second_order_step
@@ -346,6 +346,7 @@ def solve(
         or not method.zero_rows_neutral
         or compiled
         or carries(skeleton)
+        or priority.has_levels(skeleton)
     ):
         result = _solve_apart(skeleton, g, settings, start, resume, trees)
     else:
@@ -505,8 +506,14 @@ def _solve(
     if problem.settings.mode == "converge":
         p = kernel.plan(problem, method, g, start, False)
         if p is not None:
-            return _iterate_compiled(problem, method, g, start, p)
-        return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
+            res = _iterate_compiled(problem, method, g, start, p)
+        else:
+            res = _iterate(problem, method, g, start, problem.settings.max_iterations, False)
+        # goals whose chains start deeper win over the others of their tree (solvers/priority.py)
+        primary, other = priority.split(problem, g)
+        if primary.size:
+            res = priority.prioritize(problem, g, res, primary, other)
+        return res
     return _track(problem, method, g, start, resume, group)
 
 

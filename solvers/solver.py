@@ -17,6 +17,7 @@ from . import kernel
 from .errors import SettingsError
 from .frame import FrameSolver, unsupported
 from .goals import Goals, PreparedGoals, check_weights, prepare_goals
+from .priority import has_levels
 from .skeleton import Pose, Skeleton
 from .solve import (
     REASONS,
@@ -108,8 +109,8 @@ class Solver:
             return None
         if st.method in SINGULAR_VALUE_METHODS:
             return None
-        if carries(skel):
-            return None  # (trees solved one after the other: the batched loop)
+        if carries(skel) or has_levels(skel):
+            return None  # (trees solved one after the other, goal priority: the batched loop)
         if goals.balance is not None or goals.support is not None:
             return None
         if goals.secondary is not None and np.any(goals.secondary):

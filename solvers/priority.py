@@ -1,0 +1,367 @@
+"""Goal priority inside an IK tree, in Blender's order: the chain that starts deeper wins.
+
+Blender splits an armature into IK trees by the root bone of each constraint's chain and solves
+them one after the other, parents first: where a head's chain (chest, neck, head) shares the
+chest with the hands' chains through the spine, the head's tree is solved last, from the hands'
+result, and turns the chest again. The head is met where its chain reaches; the hands lose what
+the chest took from them. Our IK tree holds every goal whose chains share a moving bone, and
+one weighted solve of it ends at a compromise: a lower rms error than Blender's, but neither the
+head nor the hands met (zoo seed 505, humanoids: the head within 1e-3 on 1-39 % of its reachable
+samples against Blender's 27-96 %).
+
+So a tree whose goals' chains start at different depths is solved in two levels:
+
+- *Primary* goals: those whose chain root has no other goal's root below it (the head's chest
+  below the hands' spine). Their roots do not nest, so primaries share bones only with
+  primaries of the same root. A goal without a chain (``Effector.chain`` None: every bone to
+  the armature's root) starts above every chain.
+- After the tree's solve (the compromise), at the frames where a primary goal is not met:
+  (A) the primary goals are solved alone on their own chains (``Skeleton.subtree``), from the
+  compromise, by the same loop: as Blender solves the head's tree from the pose below it, but
+  from the compromise rather than from the hands' own solution, so the chest turns less;
+  (B) the other goals are then brought back as near as they can get with the primaries held
+  where (A) left them. Each step is the damped least-squares step of the others' rows
+  through the null space of the primaries' rows, dq = N (J_o N)^T (J_o N N^T J_o^T +
+  lambda^2 I)^-1 e_o with N = I - J_p^+ J_p (the null-space projection of Deo-Walker eq. 20,
+  the secondary task's step of Nakamura, Hanafusa and Yoshikawa 1987, their reference 29),
+  with Sugihara's damping lambda^2 = E + ``DAMPING`` (E the others' weighted squared error:
+  their errors stay large where they conflict with the primaries), no DOF turning by more
+  than ``MAX_TURN``, followed by ``HOLD_STEPS`` minimum-norm steps that put the primaries
+  back. A step is kept only when it lowers E and leaves every primary as near its target as
+  (A) did (plus a tenth of the tolerance), else it is retried at half the length; a frame
+  stops when each other goal is as good as the compromise left it, a kept step gains less
+  than ``MIN_GAIN`` of E, the step length falls under ``MIN_SCALE``, or after ``STEPS`` steps.
+
+A frame where every primary goal is met keeps the compromise. Each frame is treated on its
+own, so a range still equals its frames solved one by one. Pure numpy, deterministic.
+
+Measured on zoo seed 505's 20 humanoids (``python -m benchmarks.zoo --seed 505 --count 20
+--kinds humanoid``): every target of the zoo met on 16 of 20 rigs against 12 of 20 with the
+compromise alone; the reachable share at least Blender's on 18 (13); rms no worse than
+Blender's on 20 (20); joint jumps no more than Blender's on 17 (17). Tried and left out: (A)
+with every DOF of the tree (spine too) where the own chain falls short met the head more
+often (0.98 against 0.75 of the frames on seed 404's rig 00) but threw the hands off and
+added joint jumps in the spine (jumps no more than Blender's on 14 of 20).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .methods import damped_solve
+from .skeleton import Kinematics, Pose, Skeleton
+from .so3 import angle_axis, mul
+
+if TYPE_CHECKING:
+    from .goals import PreparedGoals
+    from .solve import SolveResult, _Problem
+
+Array = NDArray[np.float64]
+
+STEPS = 40
+"""Most null-space steps (B) per frame."""
+HOLD_STEPS = 2
+"""Minimum-norm steps that put the primary goals back after each null-space step."""
+DAMPING = 1e-6
+"""The constant part of the null-space step's damping (lambda^2 = E + DAMPING)."""
+MIN_GAIN = 1e-6
+"""A frame stops once a kept step lowers E by less than this fraction of it."""
+MIN_SCALE = 1e-3
+"""A frame stops once its step has been halved below this fraction."""
+MAX_TURN = 0.2
+"""The largest change of a DOF (radians, weighted) in one null-space step."""
+HOLD_DAMPING = 1e-12
+"""Regularisation of the primaries' rows (J_p J_p^T + HOLD_DAMPING I)."""
+
+
+def chain_roots(skel: Skeleton) -> NDArray[np.intp]:
+    """(E,) the root bone of each effector's chain (its shallowest bone; -1: no chain, every
+    bone up to the armature's root)."""
+    roots = np.full(skel.n_effectors, -1, dtype=np.intp)
+    for e, eff in enumerate(skel.effectors):
+        if eff.chain:
+            roots[e] = min(eff.chain, key=lambda b: (int(skel.depth[b]), b))
+    return roots
+
+
+def _below(skel: Skeleton, a: int, b: int) -> bool:
+    """Whether bone ``a`` lies strictly below bone ``b`` (-1: above every bone)."""
+    if a < 0:
+        return False
+    if b < 0:
+        return True
+    p = int(skel.parents[a])
+    while p >= 0:
+        if p == b:
+            return True
+        p = int(skel.parents[p])
+    return False
+
+
+def levels(skel: Skeleton, effectors: NDArray[np.intp]) -> NDArray[np.bool_]:
+    """(len(effectors),) which of ``effectors`` (one IK tree's weighted goals) are primary: no
+    other one's chain root lies below theirs. All True when the roots do not nest."""
+    roots = chain_roots(skel)[effectors]
+    return np.array(
+        [not any(_below(skel, int(o), int(r)) for o in roots) for r in roots], dtype=bool
+    )
+
+
+def has_levels(skel: Skeleton) -> bool:
+    """Whether an IK tree of ``skel`` (every effector weighted) has goals of two levels: then
+    its solve runs ``prioritize`` (the batched loop; the one-frame paths step aside)."""
+    cached = skel.__dict__.get("_has_levels")
+    if cached is None:
+        from .solve import ik_trees
+
+        cached = any(not levels(skel, t).all() for t in ik_trees(skel) if len(t) > 1)
+        skel.__dict__["_has_levels"] = cached
+    return bool(cached)
+
+
+def split(problem: _Problem, g: PreparedGoals) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(primary, other) effectors of the problem's weighted goals (poles and aim goals aside),
+    or two empty arrays when there is one level only."""
+    empty = np.zeros(0, dtype=np.intp)
+    if g.on is not None or problem.balance or problem.aim.size:
+        return empty, empty
+    goals = np.flatnonzero((problem.use_pos | problem.use_rot) & ~g.secondary)
+    if len(goals) < 2:
+        return empty, empty
+    primary = levels(problem.skel, goals)
+    if primary.all():
+        return empty, empty
+    return goals[primary], goals[~primary]
+
+
+def prioritize(
+    problem: _Problem,
+    g: PreparedGoals,
+    result: SolveResult,
+    primary: NDArray[np.intp],
+    other: NDArray[np.intp],
+) -> SolveResult:
+    """``result`` (the tree's converge-mode solve) with the primary goals solved first on
+    their own chains and the others brought back in their null space, at the frames where a
+    primary goal is not met; see the module docstring."""
+    from .solve import REASONS, _problem, _solve
+
+    skel, st = problem.skel, problem.settings
+    shape = result.position_error.shape
+    tol_pos, tol_rot = (np.broadcast_to(t, shape) for t in problem.tolerances(g))
+    unmet = (result.position_error[:, primary] > tol_pos[:, primary]) | (
+        result.rotation_error[:, primary] > tol_rot[:, primary]
+    )
+    frames = np.flatnonzero(unmet.any(axis=1))
+    if frames.size == 0:
+        return result
+    # (A) the primaries alone on their own chains (as Blender solves them), from the compromise
+    sub, bones, solved = skel.subtree(primary)
+    gs = g.take(frames).select(primary)
+    pose = result.pose.take(frames)
+    begin = Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
+    own = _solve(_problem(sub, gs, st), st.make_method(), gs, begin, None, 1)
+    into, out = bones[solved], np.flatnonzero(solved)
+    pose.rotations[:, into] = own.pose.rotations[:, out]
+    pose.locations[:, into] = own.pose.locations[:, out]
+    pose.stretch[:, into] = own.pose.stretch[:, out]
+    iterations_a = np.asarray(own.iterations)
+    # (B) the others in the null space of the primaries, held where (A) left them, until each
+    # is as good as the compromise left it (the flip repair's admissibility)
+    tol, rtol = st.tolerance, st.rotation_tolerance
+    c_pos, c_rot = result.position_error[frames], result.rotation_error[frames]
+    bound = (
+        np.where(c_pos <= tol, tol, c_pos + 0.1 * tol),
+        np.where(c_rot <= rtol, rtol, c_rot + 0.1 * rtol),
+    )
+    steps = _null_space_steps(problem, g.take(frames), pose, primary, other, bound)
+    err = problem.errors(skel.forward_kinematics(pose), g.take(frames))
+    whole = result.pose.copy()
+    whole.put(frames, pose)
+    pos, rot = result.position_error.copy(), result.rotation_error.copy()
+    pos[frames], rot[frames] = err.pos, err.rot
+    iterations = np.array(result.iterations, copy=True)
+    iterations[frames] += iterations_a + steps
+    met = np.all(err.pos <= tol_pos[frames], axis=1) & np.all(err.rot <= tol_rot[frames], axis=1)
+    reason = np.array(result.reason, copy=True)
+    reason[frames[met]] = REASONS[0]
+    return replace(
+        result,
+        pose=whole,
+        position_error=pos,
+        rotation_error=rot,
+        iterations=iterations,
+        reason=reason,
+    )
+
+
+class _Rows:
+    """The rows of the primaries (held) and of the other goals (weighted), and the DOFs."""
+
+    def __init__(
+        self, problem: _Problem, primary: NDArray[np.intp], other: NDArray[np.intp]
+    ) -> None:
+        skel = problem.skel
+        eff = problem.rows // 6
+        self.primary = problem.rows[np.isin(eff, primary)]
+        mine = np.isin(eff, other)
+        self.other = problem.rows[mine]
+        self.other_w = problem.sqrt_w[mine]
+        self.cols = np.flatnonzero(skel.dof_moves.any(axis=0))
+        self.colw = skel.dof_weight[self.cols]
+        self.primary_eff = primary
+
+
+def _null_space_steps(
+    problem: _Problem,
+    g: PreparedGoals,
+    pose: Pose,
+    primary: NDArray[np.intp],
+    other: NDArray[np.intp],
+    bound: tuple[Array, Array],
+) -> NDArray[np.intp]:
+    """Step ``pose`` (in place) toward the other goals in the null space of the primaries,
+    at most until each of them is within ``bound`` (position and rotation errors, (F, E));
+    returns the steps taken per frame."""
+    from .solve import _take_kin
+
+    skel, st = problem.skel, problem.settings
+    rows = _Rows(problem, primary, other)
+    frames = pose.frames
+    kin = skel.forward_kinematics(pose)
+    held_pos, held_rot = kin.points[:, primary].copy(), kin.frames_rot[:, primary].copy()
+    err0 = problem.errors(kin, g)
+    # a primary may end no farther off than (A) left it (+ a tenth of the tolerance)
+    tol, rtol = st.tolerance, st.rotation_tolerance
+    max_pos = np.maximum(err0.pos[:, primary], tol) + 0.1 * tol
+    max_rot = np.maximum(err0.rot[:, primary], rtol) + 0.1 * rtol
+    energy = _energy(problem, rows, err0.e)
+    scale = np.ones(frames)
+
+    def far(pos: Array, rot: Array, at: NDArray[np.intp]) -> NDArray[np.bool_]:
+        """Frames ``at`` where another goal is not yet within its bound."""
+        out_pos = pos[:, other] > bound[0][np.ix_(at, other)]
+        out_rot = rot[:, other] > bound[1][np.ix_(at, other)]
+        return np.asarray(np.any(out_pos | out_rot, axis=1))
+
+    every = np.arange(frames)
+    active = far(err0.pos, err0.rot, every) & (energy > 0.0)
+    taken = np.zeros(frames, dtype=np.intp)
+    for _ in range(STEPS):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        cur = pose.take(idx)
+        ks = _take_kin(kin, idx)
+        gi = g.take(idx)
+        jac = _jacobian(skel, ks, gi, rows)
+        jp = jac[:, : len(rows.primary)]
+        js = jac[:, len(rows.primary) :] * rows.other_w[:, None]
+        proj = _projector(jp)
+        e_other = err_rows(problem, ks, gi, rows.other) * rows.other_w
+        jsn = js - js @ proj
+        step = damped_solve(jsn, e_other, energy[idx] + DAMPING)
+        step = step - np.einsum("fnk,fk->fn", proj, step)
+        # a trust region: no DOF turns by more than MAX_TURN in one step
+        peak = np.abs(step).max(axis=1, initial=0.0)
+        step = step * np.minimum(1.0, MAX_TURN / np.maximum(peak, 1e-300))[:, None]
+        new = _apply(skel, rows, cur, step * scale[idx, None])
+        for _ in range(HOLD_STEPS):
+            kn = skel.forward_kinematics(new)
+            back = _hold_error(kn, held_pos[idx], held_rot[idx], primary, gi, rows, problem)
+            jpn = _jacobian(skel, kn, gi, rows)[:, : len(rows.primary)]
+            new = _apply(skel, rows, new, damped_solve(jpn, back, np.full(len(idx), HOLD_DAMPING)))
+        if st.keep_limits:
+            skel.clamp_to_limits(new)
+        kn = skel.forward_kinematics(new)
+        en = problem.errors(kn, gi)
+        e_new = _energy(problem, rows, en.e)
+        keep = (
+            (e_new < energy[idx])
+            & np.all(en.pos[:, primary] <= max_pos[idx], axis=1)
+            & np.all(en.rot[:, primary] <= max_rot[idx], axis=1)
+            & np.all(np.isfinite(new.rotations), axis=(1, 2, 3))
+        )
+        k = idx[keep]
+        pose.put(k, new.take(np.flatnonzero(keep)))
+        _put(kin, k, _take_kin(kn, np.flatnonzero(keep)))
+        gain = (energy[k] - e_new[keep]) / energy[k]
+        energy[k] = e_new[keep]
+        taken[k] += 1
+        scale[k] = np.minimum(2.0 * scale[k], 1.0)
+        scale[idx[~keep]] *= 0.5
+        active[k[gain < MIN_GAIN]] = False
+        active[k[~far(en.pos[keep], en.rot[keep], k)]] = False
+        active &= scale >= MIN_SCALE
+    return taken
+
+
+def _energy(problem: _Problem, rows: _Rows, e: Array) -> Array:
+    """(F,) the other goals' weighted squared error."""
+    w = e.reshape(len(e), -1)[:, rows.other] * rows.other_w
+    return np.asarray(np.einsum("fm,fm->f", w, w))
+
+
+def err_rows(
+    problem: _Problem, kin: Kinematics, g: PreparedGoals, which: NDArray[np.intp]
+) -> Array:
+    """(F, len(which)) the error rows ``which`` (world position, model orientation)."""
+    e = problem.errors(kin, g).e
+    return np.asarray(e.reshape(len(e), -1)[:, which])
+
+
+def _jacobian(skel: Skeleton, kin: Kinematics, g: PreparedGoals, rows: _Rows) -> Array:
+    """(F, primary rows + other rows, DOFs) the rows' Jacobian (world position rows) over the
+    tree's DOFs, times the DOFs' weights; every DOF that moves a goal counts (a carried hand
+    follows the chest)."""
+    jac = skel.jacobian(kin, every=True)
+    if not bool(np.all(g.lin == np.eye(3))):
+        jac[:, :, :3] = mul(g.lin[:, None], jac[:, :, :3])
+    flat = jac.reshape(len(jac), -1, skel.n_dofs)
+    pick = np.concatenate([rows.primary, rows.other])
+    return np.asarray(flat[:, pick][:, :, rows.cols] * rows.colw)
+
+
+def _projector(jp: Array) -> Array:
+    """(F, n, n) J_p^+ J_p, the projector onto the row space of the primaries' rows."""
+    if jp.shape[1] == 0:
+        return np.zeros((len(jp), jp.shape[2], jp.shape[2]))
+    normal = jp @ np.swapaxes(jp, -1, -2) + HOLD_DAMPING * np.eye(jp.shape[1])
+    return np.asarray(np.swapaxes(jp, -1, -2) @ np.linalg.solve(normal, jp))
+
+
+def _hold_error(
+    kin: Kinematics,
+    held_pos: Array,
+    held_rot: Array,
+    primary: NDArray[np.intp],
+    g: PreparedGoals,
+    rows: _Rows,
+    problem: _Problem,
+) -> Array:
+    """(F, primary rows) where the primaries should be (as (A) left them) minus where they
+    are: world positions, model orientations."""
+    frames, n_eff = len(kin.points), problem.skel.n_effectors
+    e = np.zeros((frames, n_eff, 6))
+    d = held_pos - kin.points[:, primary]
+    if not bool(np.all(g.lin == np.eye(3))):
+        d = np.einsum("fij,fej->fei", g.lin, d)
+    e[:, primary, :3] = d
+    e[:, primary, 3:] = angle_axis(mul(held_rot, np.swapaxes(kin.frames_rot[:, primary], -1, -2)))
+    return np.asarray(e.reshape(frames, -1)[:, rows.primary])
+
+
+def _apply(skel: Skeleton, rows: _Rows, pose: Pose, step: Array) -> Pose:
+    """``pose`` after ``step`` over the tree's DOFs (weighted coordinates)."""
+    full = np.zeros((pose.frames, skel.n_dofs))
+    full[:, rows.cols] = step * rows.colw
+    return skel.apply(pose, full)
+
+
+def _put(kin: Kinematics, idx: NDArray[np.intp], part: Kinematics) -> None:
+    for name in ("rot", "pre", "head", "child", "points", "frames_rot"):
+        getattr(kin, name)[idx] = getattr(part, name)

@@ -1,0 +1,245 @@
+"""Goal priority inside an IK tree (solvers/priority.py): where a head's chain (chest, neck,
+head) shares the chest with the hands' chains through the spine, the head wins, as in Blender
+(its tree, rooted deeper, is solved last), and the hands get as near as they can with the head
+met. Humanoids of random proportions from seeds, targets in and out of reach."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jacobian_ik.solvers import (
+    Effector,
+    Goals,
+    Joint,
+    Pose,
+    Settings,
+    Skeleton,
+    Solver,
+    priority,
+    solve,
+)
+from jacobian_ik.solvers.solve import ik_trees
+from tests.solvers.test_trees import _frame
+
+
+def _v(*x: float) -> np.ndarray:
+    return np.array(x, dtype=float)
+
+
+def head_and_hands(rng: np.random.Generator, chest_goal: bool = False) -> Skeleton:
+    """Hips (fixed), spine0-2, neck, head, two arms of shoulder, upper arm, forearm, hand;
+    random lengths. The hands' chains run through the spine (spine0 to the hand: 7 bones), the
+    head's is (spine2, neck, head); with ``chest_goal`` a goal at spine2's tail with the chain
+    (spine0, spine1, spine2)."""
+    height = rng.uniform(1.4, 2.0)
+    spine = height * rng.uniform(0.25, 0.32) / 3
+    bones: list[tuple[str, np.ndarray, np.ndarray, str | None]] = []
+    hip = np.array([0.0, 0.0, 1.0])
+    bones.append(("hips", hip, hip + _v(0, 0, 0.1), None))
+    top, parent = hip + _v(0, 0, 0.1), "hips"
+    for i in range(3):
+        tail = top + _v(0, 0.01 * i, spine)
+        bones.append((f"spine{i}", top, tail, parent))
+        top, parent = tail, f"spine{i}"
+    neck = top + _v(0, 0.02, height * rng.uniform(0.05, 0.07))
+    bones.append(("neck", top, neck, "spine2"))
+    bones.append(("head", neck, neck + _v(0, 0.03, height * rng.uniform(0.09, 0.12)), "neck"))
+    arm = height * rng.uniform(0.28, 0.36) * rng.dirichlet([4, 4, 1.5])
+    for side, k in (("L", 1.0), ("R", -1.0)):
+        p, parent = top, "spine2"
+        q = p + _v(0.15 * k * height / 1.7, 0, -0.04)
+        bones.append((f"shoulder.{side}", p, q, parent))
+        p, parent = q, f"shoulder.{side}"
+        for name, length in zip(("upper_arm", "forearm", "hand"), arm, strict=True):
+            d = np.array([k, rng.uniform(-0.1, 0.1), rng.uniform(-0.15, 0.0)])
+            q = p + length * d / np.linalg.norm(d)
+            bones.append((f"{name}.{side}", p, q, parent))
+            p, parent = q, f"{name}.{side}"
+    names = [b[0] for b in bones]
+    world = {n: _frame(np.asarray(h), np.asarray(t)) for n, h, t, _ in bones}
+    parents, rest = [], []
+    for n, _, _, parent in bones:
+        parents.append(names.index(parent) if parent else -1)
+        rest.append(np.linalg.inv(world[parent]) @ world[n] if parent else world[n])
+    joints = [Joint.fixed() if n == "hips" else Joint.ball() for n in names]
+
+    def tip(name: str) -> tuple[float, float, float]:
+        h, t = next((h, t) for n, h, t, _ in bones if n == name)
+        return (0.0, float(np.linalg.norm(np.subtract(t, h))), 0.0)
+
+    def chain(*bone_names: str) -> tuple[int, ...]:
+        return tuple(names.index(b) for b in bone_names)
+
+    spine_bones = ("spine0", "spine1", "spine2")
+    effectors = [
+        Effector(names.index("head"), tip("head"), "head", chain("spine2", "neck", "head")),
+        *(
+            Effector(
+                names.index(f"hand.{s}"),
+                tip(f"hand.{s}"),
+                f"hand.{s}",
+                chain(
+                    *spine_bones,
+                    *(f"{b}.{s}" for b in ("shoulder", "upper_arm", "forearm", "hand")),
+                ),
+            )
+            for s in "LR"
+        ),
+    ]
+    if chest_goal:
+        effectors.append(
+            Effector(names.index("spine2"), tip("spine2"), "chest", chain(*spine_bones))
+        )
+    return Skeleton(parents, np.array(rest), joints, effectors, names=names)
+
+
+def targets(skel: Skeleton, rng: np.random.Generator, frames: int) -> np.ndarray:
+    """Each goal's target at 55-95 % of its own chain's reach from its chain's root, in random
+    directions (upward for the head): each reachable alone, often not together."""
+    pose = Pose.rest(skel.n_bones)
+    kin = skel.forward_kinematics(pose)
+    out = np.zeros((frames, skel.n_effectors, 3))
+    for e, eff in enumerate(skel.effectors):
+        assert eff.chain is not None
+        root = min(eff.chain, key=lambda b: skel.depth[b])
+        base = kin.head[0, root]
+        path, b = 0.0, int(eff.bone)
+        while True:  # the chain's length held straight
+            path += float(np.linalg.norm(skel.rest_pos[b])) if b != root else 0.0
+            if b == root:
+                break
+            b = int(skel.parents[b])
+        reach = path + float(np.linalg.norm(skel.eff_offset[e]))
+        d = rng.normal(size=(frames, 3))
+        if eff.name == "head":
+            d[:, 2] = np.abs(d[:, 2]) + 1.0
+        d /= np.linalg.norm(d, axis=1, keepdims=True)
+        out[:, e] = base + d * (rng.uniform(0.55, 0.95, frames) * reach)[:, None]
+    return out
+
+
+def without_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = np.zeros(0, dtype=np.intp)
+    monkeypatch.setattr(priority, "split", lambda problem, g: (empty, empty))
+
+
+def test_the_chain_rooted_deepest_is_primary() -> None:
+    skel = head_and_hands(np.random.default_rng(1), chest_goal=True)
+    (tree,) = ik_trees(skel)
+    names = [skel.effectors[e].name for e in tree]
+    primary = priority.levels(skel, tree)
+    assert dict(zip(names, primary.tolist(), strict=True)) == {
+        "head": True,
+        "hand.L": False,
+        "hand.R": False,
+        "chest": False,
+    }
+    assert priority.has_levels(skel)
+    # chains from one root: one level, no priority
+    assert priority.levels(skel, tree[[1, 2]]).all()
+
+
+def blender_order(skel: Skeleton, goals: Goals, st: Settings) -> np.ndarray:
+    """(F, E) the goals' errors in Blender's order: the hands' tree alone, then the head's on its
+    own chain from that pose."""
+    names = [e.name for e in skel.effectors]
+    frames = len(goals.position)
+    pose = Pose.rest(skel.n_bones).broadcast(frames)
+    for group in ([i for i, n in enumerate(names) if n != "head"], [names.index("head")]):
+        sub, bones, solved = skel.subtree(np.array(group))
+        begin = Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
+        part = solve(sub, Goals(position=goals.position[:, group]), st, begin)
+        pose.rotations[:, bones[solved]] = part.pose.rotations[:, np.flatnonzero(solved)]
+    world = skel.forward_kinematics(pose).points
+    return np.asarray(np.linalg.norm(world - goals.position, axis=-1))
+
+
+@pytest.mark.parametrize(("seed", "chest_goal"), [(1, False), (3, False), (2, True), (4, True)])
+def test_the_head_wins_and_the_others_lose_no_more_than_in_blenders_order(
+    seed: int, chest_goal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(seed)
+    skel = head_and_hands(rng, chest_goal)
+    goals = Goals(position=targets(skel, rng, 24))
+    st = Settings()
+    ours = solve(skel, goals, st).position_error
+    with monkeypatch.context() as m:
+        without_priority(m)
+        compromise = solve(skel, goals, st).position_error
+    blender = blender_order(skel, goals, st)
+    head = [e.name for e in skel.effectors].index("head")
+    others = [i for i in range(skel.n_effectors) if i != head]
+    tol = st.tolerance
+    # the head: met more often than by the compromise of one weighted solve; without a chest
+    # goal (which pulls at the head chain's root) at least as often as in Blender's order
+    met = np.sum(ours[:, head] <= tol)
+    assert met > np.sum(compromise[:, head] <= tol)
+    if not chest_goal:
+        assert met >= np.sum(blender[:, head] <= tol)
+    # the others: nearer than in Blender's order, where the head's chest throws them off
+    assert np.sqrt(np.mean(ours[:, others] ** 2)) <= np.sqrt(np.mean(blender[:, others] ** 2))
+    assert np.sum(ours[:, others] <= 1e-3) >= np.sum(blender[:, others] <= 1e-3)
+
+
+def test_the_null_space_steps_bring_the_others_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(6)
+    skel = head_and_hands(rng)
+    goals = Goals(position=targets(skel, rng, 24))
+    ours = solve(skel, goals, Settings())
+    with monkeypatch.context() as m:
+        m.setattr(priority, "STEPS", 0)  # (A) alone
+        first = solve(skel, goals, Settings())
+    head = [e.name for e in skel.effectors].index("head")
+    others = [i for i in range(skel.n_effectors) if i != head]
+    # the primaries held: the head as near as (A) left it (+ a tenth of the tolerance)
+    tol = Settings().tolerance
+    assert np.all(
+        ours.position_error[:, head] <= np.maximum(first.position_error[:, head], tol) + 0.1 * tol
+    )
+    # the others nearer on every frame (never farther), by far in the rms
+    assert np.all(
+        ours.position_error[:, others].sum(1) <= first.position_error[:, others].sum(1) + 1e-12
+    )
+    rms = [np.sqrt(np.mean(r.position_error[:, others] ** 2)) for r in (ours, first)]
+    assert rms[0] < 0.8 * rms[1]
+
+
+def test_nothing_changes_where_every_goal_can_be_met(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(7)
+    skel = head_and_hands(rng, chest_goal=True)
+    pose = Pose.rest(skel.n_bones).broadcast(8)
+    dq = rng.normal(scale=0.2, size=(8, skel.n_dofs))
+    met = skel.forward_kinematics(skel.apply(pose, dq)).points
+    goals = Goals(position=met)
+    result = solve(skel, goals, Settings())
+    with monkeypatch.context() as m:
+        without_priority(m)
+        plain = solve(skel, goals, Settings())
+    assert np.array_equal(result.pose.rotations, plain.pose.rotations)
+    assert np.all(result.position_error <= Settings().tolerance)
+
+
+@pytest.mark.parametrize("chest_goal", [False, True])
+def test_a_range_equals_its_frames_solved_one_by_one(chest_goal: bool) -> None:
+    rng = np.random.default_rng(11)
+    skel = head_and_hands(rng, chest_goal)
+    goals = Goals(position=targets(skel, rng, 6))
+    st = Settings()
+    whole = solve(skel, goals, st)
+    for f in range(6):
+        alone = solve(skel, Goals(position=goals.position[f : f + 1]), st)
+        assert np.allclose(alone.pose.rotations[0], whole.pose.rotations[f], atol=1e-9, rtol=0)
+        assert np.allclose(alone.position_error[0], whole.position_error[f], atol=1e-9, rtol=0)
+
+
+def test_one_frame_through_the_solver_equals_solve() -> None:
+    rng = np.random.default_rng(5)
+    skel = head_and_hands(rng, chest_goal=True)
+    goals = Goals(position=targets(skel, rng, 1))
+    st = Settings()
+    ours = Solver(skel, st).solve(goals)
+    ref = solve(skel, goals, st)
+    assert np.array_equal(ours.pose.rotations, ref.pose.rotations)
+    assert np.array_equal(ours.position_error, ref.position_error)
+    assert list(ours.goal_status[0]) == list(ref.goal_status[0])
