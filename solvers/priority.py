@@ -46,6 +46,7 @@ added joint jumps in the spine (jumps no more than Blender's on 14 of 20).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,7 @@ from numpy.typing import NDArray
 from .methods import damped_solve
 from .skeleton import Kinematics, Pose, Skeleton
 from .so3 import angle_axis, mul
+from .stops import REASONS
 
 if TYPE_CHECKING:
     from .goals import PreparedGoals
@@ -111,14 +113,13 @@ def levels(skel: Skeleton, effectors: NDArray[np.intp]) -> NDArray[np.bool_]:
     )
 
 
-def has_levels(skel: Skeleton) -> bool:
-    """Whether an IK tree of ``skel`` (every effector weighted) has goals of two levels: then
-    its solve runs ``prioritize`` (the batched loop; the one-frame paths step aside)."""
+def has_levels(skel: Skeleton, trees: list[NDArray[np.intp]]) -> bool:
+    """Whether an IK tree of ``skel`` (``trees``, every effector weighted) has goals of two
+    levels: then its solve runs ``prioritize`` (the batched loop; the one-frame paths step
+    aside)."""
     cached = skel.__dict__.get("_has_levels")
     if cached is None:
-        from .solve import ik_trees
-
-        cached = any(not levels(skel, t).all() for t in ik_trees(skel) if len(t) > 1)
+        cached = any(not levels(skel, t).all() for t in trees if len(t) > 1)
         skel.__dict__["_has_levels"] = cached
     return bool(cached)
 
@@ -144,12 +145,12 @@ def prioritize(
     result: SolveResult,
     primary: NDArray[np.intp],
     other: NDArray[np.intp],
+    solve_tree: Callable[[Skeleton, PreparedGoals, Pose], SolveResult],
 ) -> SolveResult:
     """``result`` (the tree's converge-mode solve) with the primary goals solved first on
-    their own chains and the others brought back in their null space, at the frames where a
-    primary goal is not met; see the module docstring."""
-    from .solve import REASONS, _problem, _solve
-
+    their own chains (``solve_tree(skeleton, goals, start)``: the tree's loop on another
+    skeleton) and the others brought back in their null space, at the frames where a primary
+    goal is not met; see the module docstring."""
     skel, st = problem.skel, problem.settings
     shape = result.position_error.shape
     tol_pos, tol_rot = (np.broadcast_to(t, shape) for t in problem.tolerances(g))
@@ -164,7 +165,7 @@ def prioritize(
     gs = g.take(frames).select(primary)
     pose = result.pose.take(frames)
     begin = Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
-    own = _solve(_problem(sub, gs, st), st.make_method(), gs, begin, None, 1)
+    own = solve_tree(sub, gs, begin)
     into, out = bones[solved], np.flatnonzero(solved)
     pose.rotations[:, into] = own.pose.rotations[:, out]
     pose.locations[:, into] = own.pose.locations[:, out]
@@ -227,8 +228,6 @@ def _null_space_steps(
     """Step ``pose`` (in place) toward the other goals in the null space of the primaries,
     at most until each of them is within ``bound`` (position and rotation errors, (F, E));
     returns the steps taken per frame."""
-    from .solve import _take_kin
-
     skel, st = problem.skel, problem.settings
     rows = _Rows(problem, primary, other)
     frames = pose.frames
@@ -360,6 +359,17 @@ def _apply(skel: Skeleton, rows: _Rows, pose: Pose, step: Array) -> Pose:
     full = np.zeros((pose.frames, skel.n_dofs))
     full[:, rows.cols] = step * rows.colw
     return skel.apply(pose, full)
+
+
+def _take_kin(kin: Kinematics, idx: NDArray[np.intp]) -> Kinematics:
+    return Kinematics(
+        kin.rot[idx],
+        kin.pre[idx],
+        kin.head[idx],
+        kin.child[idx],
+        kin.points[idx],
+        kin.frames_rot[idx],
+    )
 
 
 def _put(kin: Kinematics, idx: NDArray[np.intp], part: Kinematics) -> None:

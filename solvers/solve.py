@@ -346,7 +346,7 @@ def solve(
         or not method.zero_rows_neutral
         or compiled
         or carries(skeleton)
-        or priority.has_levels(skeleton)
+        or priority.has_levels(skeleton, trees)
     ):
         result = _solve_apart(skeleton, g, settings, start, resume, trees)
     else:
@@ -512,7 +512,12 @@ def _solve(
         # goals whose chains start deeper win over the others of their tree (solvers/priority.py)
         primary, other = priority.split(problem, g)
         if primary.size:
-            res = priority.prioritize(problem, g, res, primary, other)
+            st = problem.settings
+
+            def again(sub: Skeleton, gs: PreparedGoals, begin: Pose) -> SolveResult:
+                return _solve(_problem(sub, gs, st), st.make_method(), gs, begin, None, 1)
+
+            res = priority.prioritize(problem, g, res, primary, other, again)
         return res
     return _track(problem, method, g, start, resume, group)
 

@@ -109,7 +109,7 @@ class Solver:
             return None
         if st.method in SINGULAR_VALUE_METHODS:
             return None
-        if carries(skel) or has_levels(skel):
+        if carries(skel) or has_levels(skel, self.trees_all):
             return None  # (trees solved one after the other, goal priority: the batched loop)
         if goals.balance is not None or goals.support is not None:
             return None

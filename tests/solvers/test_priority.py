@@ -135,7 +135,7 @@ def test_the_chain_rooted_deepest_is_primary() -> None:
         "hand.R": False,
         "chest": False,
     }
-    assert priority.has_levels(skel)
+    assert priority.has_levels(skel, ik_trees(skel))
     # chains from one root: one level, no priority
     assert priority.levels(skel, tree[[1, 2]]).all()
 
