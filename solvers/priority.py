@@ -56,7 +56,7 @@ from numpy.typing import NDArray
 from .methods import damped_solve
 from .skeleton import Kinematics, Pose, Skeleton
 from .so3 import angle_axis, mul
-from .stops import REASONS
+from .stops import CONVERGED, REASONS
 
 if TYPE_CHECKING:
     from .goals import PreparedGoals
@@ -117,11 +117,11 @@ def has_levels(skel: Skeleton, trees: list[NDArray[np.intp]]) -> bool:
     """Whether an IK tree of ``skel`` (``trees``, every effector weighted) has goals of two
     levels: then its solve runs ``prioritize`` (the batched loop; the one-frame paths step
     aside)."""
-    cached = skel.__dict__.get("_has_levels")
-    if cached is None:
-        cached = any(not levels(skel, t).all() for t in trees if len(t) > 1)
-        skel.__dict__["_has_levels"] = cached
-    return bool(cached)
+    cache: dict[tuple[tuple[int, ...], ...], bool] = skel.__dict__.setdefault("_has_levels", {})
+    key = tuple(tuple(int(e) for e in t) for t in trees)
+    if key not in cache:
+        cache[key] = any(not levels(skel, t).all() for t in trees if len(t) > 1)
+    return cache[key]
 
 
 def split(problem: _Problem, g: PreparedGoals) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
@@ -189,7 +189,7 @@ def prioritize(
     iterations[frames] += iterations_a + steps
     met = np.all(err.pos <= tol_pos[frames], axis=1) & np.all(err.rot <= tol_rot[frames], axis=1)
     reason = np.array(result.reason, copy=True)
-    reason[frames[met]] = REASONS[0]
+    reason[frames[met]] = REASONS[CONVERGED]
     return replace(
         result,
         pose=whole,
