@@ -255,7 +255,7 @@ def _null_space_steps(
         if idx.size == 0:
             break
         cur = pose.take(idx)
-        ks = _take_kin(kin, idx)
+        ks = kin.take(idx)
         gi = g.take(idx)
         jac = _jacobian(skel, ks, gi, rows)
         jp = jac[:, : len(rows.primary)]
@@ -287,7 +287,7 @@ def _null_space_steps(
         )
         k = idx[keep]
         pose.put(k, new.take(np.flatnonzero(keep)))
-        _put(kin, k, _take_kin(kn, np.flatnonzero(keep)))
+        kin.put(k, kn.take(np.flatnonzero(keep)))
         gain = (energy[k] - e_new[keep]) / energy[k]
         energy[k] = e_new[keep]
         taken[k] += 1
@@ -359,19 +359,3 @@ def _apply(skel: Skeleton, rows: _Rows, pose: Pose, step: Array) -> Pose:
     full = np.zeros((pose.frames, skel.n_dofs))
     full[:, rows.cols] = step * rows.colw
     return skel.apply(pose, full)
-
-
-def _take_kin(kin: Kinematics, idx: NDArray[np.intp]) -> Kinematics:
-    return Kinematics(
-        kin.rot[idx],
-        kin.pre[idx],
-        kin.head[idx],
-        kin.child[idx],
-        kin.points[idx],
-        kin.frames_rot[idx],
-    )
-
-
-def _put(kin: Kinematics, idx: NDArray[np.intp], part: Kinematics) -> None:
-    for name in ("rot", "pre", "head", "child", "points", "frames_rot"):
-        getattr(kin, name)[idx] = getattr(part, name)

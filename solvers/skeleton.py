@@ -173,6 +173,22 @@ class Kinematics:
     points: Array  # (F, E, 3) effector points
     frames_rot: Array  # (F, E, 3, 3) effector orientations (the bone frames)
 
+    def take(self, index: NDArray[np.intp]) -> Kinematics:
+        """The frames ``index``."""
+        return Kinematics(
+            self.rot[index],
+            self.pre[index],
+            self.head[index],
+            self.child[index],
+            self.points[index],
+            self.frames_rot[index],
+        )
+
+    def put(self, index: NDArray[np.intp], other: Kinematics) -> None:
+        """Frames ``index`` set from ``other`` (in place)."""
+        for name in ("rot", "pre", "head", "child", "points", "frames_rot"):
+            getattr(self, name)[index] = getattr(other, name)
+
 
 class Skeleton:
     """A tree of bones with joints and effectors; see the module docstring for the model.

@@ -867,7 +867,7 @@ def _iterate(
             if len(keep) == 0:
                 break
             a.keep(keep)
-            kin = _take_kin(kin, keep)
+            kin = kin.take(keep)
             err = _Errors(err.e[keep], err.pos[keep], err.rot[keep], err.residual[keep])
             met, beyond, undone = met[keep], beyond[keep], undone[keep]
             tol_pos = tol_pos[keep] if len(tol_pos) > 1 else tol_pos
@@ -1185,7 +1185,7 @@ def _newton_step(
     if not problem.identity_base:
         u = np.einsum("fji,fej->fei", a.goals.lin[idx], u)  # to model space
     step, ok = second_order_step(
-        problem.skel, _take_kin(kin, idx), jw[idx], ew[idx], u, a.colw[idx], a.newton_damping
+        problem.skel, kin.take(idx), jw[idx], ew[idx], u, a.colw[idx], a.newton_damping
     )
     dt[idx[ok]] = step[ok]
 
@@ -1333,17 +1333,6 @@ def lone_unmet(pos: Array, tol_pos: Array) -> NDArray[np.bool_]:
     (zoo humanoids with both hands through the spine: 125 iterations a frame against 65 with
     LM alone, and a higher rms)."""
     return np.asarray(np.sum(pos > tol_pos, axis=1) == 1)
-
-
-def _take_kin(kin: Kinematics, keep: NDArray[np.intp]) -> Kinematics:
-    return Kinematics(
-        kin.rot[keep],
-        kin.pre[keep],
-        kin.head[keep],
-        kin.child[keep],
-        kin.points[keep],
-        kin.frames_rot[keep],
-    )
 
 
 def _nullspace_term(
