@@ -60,7 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import SettingsError
-from .goals import Goals, PreparedGoals, prepare_goals
+from .goals import Goals, PreparedGoals, no_worse, prepare_goals
 from .skeleton import Pose, Skeleton
 from .solve import (
     Settings,
@@ -233,8 +233,8 @@ class _Tree:
         free_pos, free_rot = met_tol[0][self.tree], met_tol[1][self.tree]
         tol, rtol = settings.tolerance, settings.rotation_tolerance
         own_pos, own_rot = self.pos[f], self.ori[f]
-        ok_pos = free_pos | (self.pos <= np.where(own_pos <= tol, tol, own_pos + 0.1 * tol))
-        ok_rot = free_rot | (self.ori <= np.where(own_rot <= rtol, rtol, own_rot + 0.1 * rtol))
+        ok_pos = free_pos | (self.pos <= no_worse(own_pos, tol))
+        ok_rot = free_rot | (self.ori <= no_worse(own_rot, rtol))
         keep = np.all(ok_pos, axis=1) & np.all(ok_rot, axis=1)
         return np.asarray(keep | (self.source < 0))
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from .goals import no_worse
 from .methods import damped_solve
 from .skeleton import Kinematics, Pose, Skeleton
 from .so3 import angle_axis, mul
@@ -60,7 +61,7 @@ from .stops import CONVERGED, REASONS
 
 if TYPE_CHECKING:
     from .goals import PreparedGoals
-    from .solve import SolveResult, _Problem
+    from .solve import SolveResult, _Errors, _Problem
 
 Array = NDArray[np.float64]
 
@@ -162,7 +163,8 @@ def prioritize(
         return result
     # (A) the primaries alone on their own chains (as Blender solves them), from the compromise
     sub, bones, solved = skel.subtree(primary)
-    gs = g.take(frames).select(primary)
+    gf = g.take(frames)
+    gs = gf.select(primary)
     pose = result.pose.take(frames)
     begin = Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
     own = solve_tree(sub, gs, begin)
@@ -173,14 +175,11 @@ def prioritize(
     iterations_a = np.asarray(own.iterations)
     # (B) the others in the null space of the primaries, held where (A) left them, until each
     # is as good as the compromise left it (the flip repair's admissibility)
-    tol, rtol = st.tolerance, st.rotation_tolerance
-    c_pos, c_rot = result.position_error[frames], result.rotation_error[frames]
     bound = (
-        np.where(c_pos <= tol, tol, c_pos + 0.1 * tol),
-        np.where(c_rot <= rtol, rtol, c_rot + 0.1 * rtol),
+        no_worse(result.position_error[frames], st.tolerance),
+        no_worse(result.rotation_error[frames], st.rotation_tolerance),
     )
-    steps = _null_space_steps(problem, g.take(frames), pose, primary, other, bound)
-    err = problem.errors(skel.forward_kinematics(pose), g.take(frames))
+    steps, err = _null_space_steps(problem, gf, pose, primary, other, bound)
     whole = result.pose.copy()
     whole.put(frames, pose)
     pos, rot = result.position_error.copy(), result.rotation_error.copy()
@@ -214,7 +213,7 @@ class _Rows:
         self.other_w = problem.sqrt_w[mine]
         self.cols = np.flatnonzero(skel.dof_moves.any(axis=0))
         self.colw = skel.dof_weight[self.cols]
-        self.primary_eff = primary
+        self.identity = problem.identity_base  # the armature's transform: identity
 
 
 def _null_space_steps(
@@ -224,21 +223,21 @@ def _null_space_steps(
     primary: NDArray[np.intp],
     other: NDArray[np.intp],
     bound: tuple[Array, Array],
-) -> NDArray[np.intp]:
+) -> tuple[NDArray[np.intp], _Errors]:
     """Step ``pose`` (in place) toward the other goals in the null space of the primaries,
     at most until each of them is within ``bound`` (position and rotation errors, (F, E));
-    returns the steps taken per frame."""
+    returns the steps taken per frame and the goals' errors at the pose it leaves."""
     skel, st = problem.skel, problem.settings
     rows = _Rows(problem, primary, other)
     frames = pose.frames
     kin = skel.forward_kinematics(pose)
     held_pos, held_rot = kin.points[:, primary].copy(), kin.frames_rot[:, primary].copy()
-    err0 = problem.errors(kin, g)
+    err = problem.errors(kin, g)  # at ``pose``: the kept steps' frames are written in
     # a primary may end no farther off than (A) left it (+ a tenth of the tolerance)
     tol, rtol = st.tolerance, st.rotation_tolerance
-    max_pos = np.maximum(err0.pos[:, primary], tol) + 0.1 * tol
-    max_rot = np.maximum(err0.rot[:, primary], rtol) + 0.1 * rtol
-    energy = _energy(problem, rows, err0.e)
+    max_pos = np.maximum(err.pos[:, primary], tol) + 0.1 * tol
+    max_rot = np.maximum(err.rot[:, primary], rtol) + 0.1 * rtol
+    energy = _energy(problem, rows, err.e)
     scale = np.ones(frames)
 
     def far(pos: Array, rot: Array, at: NDArray[np.intp]) -> NDArray[np.bool_]:
@@ -248,7 +247,7 @@ def _null_space_steps(
         return np.asarray(np.any(out_pos | out_rot, axis=1))
 
     every = np.arange(frames)
-    active = far(err0.pos, err0.rot, every) & (energy > 0.0)
+    active = far(err.pos, err.rot, every) & (energy > 0.0)
     taken = np.zeros(frames, dtype=np.intp)
     for _ in range(STEPS):
         idx = np.flatnonzero(active)
@@ -261,7 +260,7 @@ def _null_space_steps(
         jp = jac[:, : len(rows.primary)]
         js = jac[:, len(rows.primary) :] * rows.other_w[:, None]
         proj = _projector(jp)
-        e_other = err_rows(problem, ks, gi, rows.other) * rows.other_w
+        e_other = err.e.reshape(frames, -1)[np.ix_(idx, rows.other)] * rows.other_w
         jsn = js - js @ proj
         step = damped_solve(jsn, e_other, energy[idx] + DAMPING)
         step = step - np.einsum("fnk,fk->fn", proj, step)
@@ -288,6 +287,8 @@ def _null_space_steps(
         k = idx[keep]
         pose.put(k, new.take(np.flatnonzero(keep)))
         kin.put(k, kn.take(np.flatnonzero(keep)))
+        for name in ("e", "pos", "rot"):
+            getattr(err, name)[k] = getattr(en, name)[keep]
         gain = (energy[k] - e_new[keep]) / energy[k]
         energy[k] = e_new[keep]
         taken[k] += 1
@@ -296,7 +297,7 @@ def _null_space_steps(
         active[k[gain < MIN_GAIN]] = False
         active[k[~far(en.pos[keep], en.rot[keep], k)]] = False
         active &= scale >= MIN_SCALE
-    return taken
+    return taken, err
 
 
 def _energy(problem: _Problem, rows: _Rows, e: Array) -> Array:
@@ -305,20 +306,12 @@ def _energy(problem: _Problem, rows: _Rows, e: Array) -> Array:
     return np.asarray(np.einsum("fm,fm->f", w, w))
 
 
-def err_rows(
-    problem: _Problem, kin: Kinematics, g: PreparedGoals, which: NDArray[np.intp]
-) -> Array:
-    """(F, len(which)) the error rows ``which`` (world position, model orientation)."""
-    e = problem.errors(kin, g).e
-    return np.asarray(e.reshape(len(e), -1)[:, which])
-
-
 def _jacobian(skel: Skeleton, kin: Kinematics, g: PreparedGoals, rows: _Rows) -> Array:
     """(F, primary rows + other rows, DOFs) the rows' Jacobian (world position rows) over the
     tree's DOFs, times the DOFs' weights; every DOF that moves a goal counts (a carried hand
     follows the chest)."""
     jac = skel.jacobian(kin, every=True)
-    if not bool(np.all(g.lin == np.eye(3))):
+    if not rows.identity:
         jac[:, :, :3] = mul(g.lin[:, None], jac[:, :, :3])
     flat = jac.reshape(len(jac), -1, skel.n_dofs)
     pick = np.concatenate([rows.primary, rows.other])
@@ -347,7 +340,7 @@ def _hold_error(
     frames, n_eff = len(kin.points), problem.skel.n_effectors
     e = np.zeros((frames, n_eff, 6))
     d = held_pos - kin.points[:, primary]
-    if not bool(np.all(g.lin == np.eye(3))):
+    if not rows.identity:
         d = np.einsum("fij,fej->fei", g.lin, d)
     e[:, primary, :3] = d
     e[:, primary, 3:] = angle_axis(mul(held_rot, np.swapaxes(kin.frames_rot[:, primary], -1, -2)))

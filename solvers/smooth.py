@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .flips import turn_angles
-from .goals import Goals, PreparedGoals, prepare_goals
+from .goals import Goals, PreparedGoals, no_worse, prepare_goals
 from .methods import damped_solve
 from .rotations import quaternion_from_matrix
 from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton
@@ -132,8 +132,8 @@ class _Run:
         pos, rot = result.position_error, result.rotation_error
         tol, rtol = settings.tolerance, settings.rotation_tolerance
         # admissible as the flip repair's candidates (solvers/flips.py, item 3)
-        self.max_pos = np.where(pos <= tol, tol, pos + 0.1 * tol)
-        self.max_rot = np.where(rot <= rtol, rtol, rot + 0.1 * rtol)
+        self.max_pos = no_worse(pos, tol)
+        self.max_rot = no_worse(rot, rtol)
         self.max_pos[:, g.w_pos <= 0] = np.inf
         self.max_rot[:, g.w_rot <= 0] = np.inf
         trees = carry_groups(skel, result.trees or ik_trees(skel))
