@@ -246,14 +246,12 @@ def _null_space_steps(
         out_rot = rot[:, other] > bound[1][np.ix_(at, other)]
         return np.asarray(np.any(out_pos | out_rot, axis=1))
 
-    every = np.arange(frames)
-    active = far(err.pos, err.rot, every) & (energy > 0.0)
+    active = far(err.pos, err.rot, np.arange(frames)) & (energy > 0.0)
     taken = np.zeros(frames, dtype=np.intp)
     for _ in range(STEPS):
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        cur = pose.take(idx)
         ks = kin.take(idx)
         gi = g.take(idx)
         jac = _jacobian(skel, ks, gi, rows)
@@ -267,7 +265,7 @@ def _null_space_steps(
         # a trust region: no DOF turns by more than MAX_TURN in one step
         peak = np.abs(step).max(axis=1, initial=0.0)
         step = step * np.minimum(1.0, MAX_TURN / np.maximum(peak, 1e-300))[:, None]
-        new = _apply(skel, rows, cur, step * scale[idx, None])
+        new = _apply(skel, rows, pose.take(idx), step * scale[idx, None])
         for _ in range(HOLD_STEPS):
             kn = skel.forward_kinematics(new)
             back = _hold_error(kn, held_pos[idx], held_rot[idx], primary, gi, rows, problem)
