@@ -17,6 +17,12 @@ track mode, the other methods) runs the numpy loop: ``plan`` says None. A frame 
 matrix is not positive definite (lambda = 0 at a singularity) is handed back to the numpy loop
 too.
 
+A second compiled loop, ``hold``, runs goal priority's null-space steps (solvers/priority.py,
+(B)) per frame with the same pieces (forward kinematics, errors, Jacobian over every DOF that
+moves a goal, Cholesky): the same steps as priority's numpy loop, equal to rounding
+(tests/solvers/test_priority.py); it compiles at its first use, on the first rig whose goals
+have two levels (about 20-40 s, then cached like the first).
+
 numba is optional: the extension zip carries its wheels where they exist (README), and without
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
 first call compiles the kernel (20-35 s, once per install: ``cache=True`` keeps it on disk in
@@ -114,46 +120,43 @@ def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Pla
     lam_a, lam_b = DAMPING[method.name](method.params)
     rig = problem.__dict__.get("_kernel_rig")
     if rig is None:
-        skel = problem.skel
-        parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
-        rig = problem.__dict__["_kernel_rig"] = Rig(
-            skel.parents.astype(np.intp),
-            np.argsort(skel.depth, kind="stable").astype(np.intp),
-            np.ascontiguousarray(skel.rest_rot, dtype=np.float64),
-            skel.dof_bone.astype(np.intp),
-            skel.dof_axis.astype(np.intp),
-            skel.dof_kind == ROT_PRE,
-            skel.dof_weight.astype(np.float64),
-            np.where(parity, 1.0, -1.0),
-            np.ascontiguousarray(skel.dof_moves, dtype=np.bool_),
-            skel.eff_bone.astype(np.intp),
-            np.ascontiguousarray(skel.eff_offset, dtype=np.float64),
-            problem.rows.astype(np.intp),
-            problem.sqrt_w.astype(np.float64),
-            problem.use_pos.astype(np.bool_),
-            problem.reach.astype(np.float64),
-            problem.inner.astype(np.float64),
-            problem.reach_base.astype(np.intp),
-            (problem.base_fixed & (problem.reach > 0)).astype(np.bool_),
-            dof_order(skel),
-            twist_dofs(skel),
-        )
+        rig = problem.__dict__["_kernel_rig"] = _rig(problem)
     return Plan(float(lam_a), float(lam_b), rig)
+
+
+def _rig(problem: Any) -> Rig:
+    """The kernel's fixed arrays of a problem (``plan`` keeps them on the problem)."""
+    skel = problem.skel
+    parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
+    return Rig(
+        skel.parents.astype(np.intp),
+        np.argsort(skel.depth, kind="stable").astype(np.intp),
+        np.ascontiguousarray(skel.rest_rot, dtype=np.float64),
+        skel.dof_bone.astype(np.intp),
+        skel.dof_axis.astype(np.intp),
+        skel.dof_kind == ROT_PRE,
+        skel.dof_weight.astype(np.float64),
+        np.where(parity, 1.0, -1.0),
+        np.ascontiguousarray(skel.dof_moves, dtype=np.bool_),
+        skel.eff_bone.astype(np.intp),
+        np.ascontiguousarray(skel.eff_offset, dtype=np.float64),
+        problem.rows.astype(np.intp),
+        problem.sqrt_w.astype(np.float64),
+        problem.use_pos.astype(np.bool_),
+        problem.reach.astype(np.float64),
+        problem.inner.astype(np.float64),
+        problem.reach_base.astype(np.intp),
+        (problem.base_fixed & (problem.reach > 0)).astype(np.bool_),
+        dof_order(skel),
+        twist_dofs(skel),
+    )
 
 
 def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
     """Run the compiled loop over every frame; the raw per-frame results (``solve.py`` turns
     them into a ``SolveResult`` and re-solves the frames marked FALLBACK with numpy)."""
-    skel, st = problem.skel, problem.settings
-    frames, n_eff = goals.frames, skel.n_effectors
-    has_parent = skel.parents >= 0
-    local_pos = skel.rest_pos[None] + np.einsum("bij,fbj->fbi", skel.rest_rot, start.locations)
-    local_pos[:, has_parent, 1] += start.stretch[:, skel.parents[has_parent]]
-    eff_shift = np.where(skel.eff_stretches[None], start.stretch[:, skel.eff_bone], 0.0)
-    tol_pos, tol_rot = problem.tolerances(goals)
-    lin_min = np.ones(frames)
-    if problem.bounded and not problem.identity_base:
-        lin_min = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
+    st = problem.settings
+    frames, n_eff = goals.frames, problem.skel.n_effectors
     out = Out(
         np.array(start.rotations, dtype=np.float64, order="C"),
         np.zeros((frames, n_eff)),
@@ -165,7 +168,21 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
         np.empty((st.max_iterations + 1, frames)),
         np.zeros(frames, dtype=np.intp),
     )
-    frames_in = Frames(
+    _call(p.rig, _frames(problem, goals, start), _rules(problem, goals, p.lam_a, p.lam_b), out)
+    return out
+
+
+def _frames(problem: Any, goals: Any, start: Pose) -> Frames:
+    """The per-frame inputs: the start pose's local positions and the goals."""
+    skel = problem.skel
+    has_parent = skel.parents >= 0
+    local_pos = skel.rest_pos[None] + np.einsum("bij,fbj->fbi", skel.rest_rot, start.locations)
+    local_pos[:, has_parent, 1] += start.stretch[:, skel.parents[has_parent]]
+    eff_shift = np.where(skel.eff_stretches[None], start.stretch[:, skel.eff_bone], 0.0)
+    lin_min = np.ones(goals.frames)
+    if problem.bounded and not problem.identity_base:
+        lin_min = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
+    return Frames(
         _writable(local_pos),
         _writable(eff_shift),
         _writable(goals.position),
@@ -175,14 +192,20 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
         _writable(goals.targets_model()),
         _writable(lin_min),
     )
-    rules = Rules(
+
+
+def _rules(problem: Any, goals: Any, lam_a: float, lam_b: float) -> Rules:
+    """The stop rules of the settings and the method's damping."""
+    st = problem.settings
+    tol_pos, tol_rot = problem.tolerances(goals)
+    return Rules(
         bool(problem.any_rot),
         bool(problem.identity_base),
         _writable(tol_pos[0]),
         _writable(tol_rot[0]),
         bool(problem.bounded),
-        p.lam_a,
-        p.lam_b,
+        lam_a,
+        lam_b,
         int(st.max_iterations),
         float(st.tolerance),
         float(st.gradient_tolerance),
@@ -192,8 +215,6 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
         int(st.divergence_count),
         bool(st.second_order),
     )
-    _call(p.rig, frames_in, rules, out)
-    return out
 
 
 def _writable(a: Any) -> Any:
@@ -204,7 +225,8 @@ def _writable(a: Any) -> Any:
     return a if a.flags.writeable else a.copy()
 
 
-_COMPILED: list[Any] = []
+_COMPILED: dict[int, Any] = {}
+_LOCATOR: list[bool] = []
 _LOCK = threading.Lock()
 COMPILE_TIME: list[float] = []  # seconds the first call took to compile (or load) the kernel
 CACHE_DIR: str | None = None
@@ -251,7 +273,7 @@ def _install_locator() -> None:
 
         @classmethod
         def from_function(cls, py_func: Any, py_file: str) -> Any:
-            if py_func is not _loop:  # (its pieces are cached with it)
+            if py_func not in LOOPS:  # (their pieces are cached with them)
                 return None
             locator = cls(py_func, py_file)
             try:
@@ -263,29 +285,31 @@ def _install_locator() -> None:
     caching.CacheImpl._locator_classes.insert(0, Locator)
 
 
-def _kernel(cache: bool = True) -> Any:
+def _kernel(cache: bool = True, loop: int = 0) -> Any:
+    """The compiled ``_loop`` (``loop`` 0) or ``_hold_loop`` (1), compiled or loaded once."""
     with _LOCK:
-        if not _COMPILED:
-            if cache:
+        if loop not in _COMPILED:
+            if cache and not _LOCATOR:
                 _install_locator()
-            _COMPILED.append(numba.njit(cache=cache, nogil=True)(_loop))
-        return _COMPILED[0]
+                _LOCATOR.append(True)
+            _COMPILED[loop] = numba.njit(cache=cache, nogil=True)(LOOPS[loop])
+        return _COMPILED[loop]
 
 
-def _call(*args: Any) -> None:
-    """The kernel on ``args``; a cache that does not load or a compile error recompiles once
-    without the cache, then gives up (KernelUnavailable: numpy from then on)."""
+def _call(*args: Any, loop: int = 0) -> None:
+    """The kernel ``loop`` on ``args``; a cache that does not load or a compile error
+    recompiles once without the cache, then gives up (KernelUnavailable: numpy from then on)."""
     if BROKEN:
         raise KernelUnavailable(BROKEN[0])
-    first = not COMPILE_TIME
+    first = not COMPILE_TIME and loop == 0
     t0 = time.perf_counter()
     try:
-        _kernel()(*args)
+        _kernel(loop=loop)(*args)
     except Exception:  # any failure of numba's machinery means: use numpy
         with _LOCK:
-            _COMPILED.clear()
+            _COMPILED.pop(loop, None)
         try:
-            _kernel(cache=False)(*args)
+            _kernel(cache=False, loop=loop)(*args)
         except Exception as exc:
             BROKEN.append(f"{type(exc).__name__}: {exc}")
             raise KernelUnavailable(BROKEN[0]) from exc
@@ -944,7 +968,13 @@ def _cholesky(normal, low):
 @_piece
 def _solve_normal(w):
     """``w.dt`` from the Cholesky factor ``w.low``: the two triangular solves, then J~^T."""
-    jw, ew, low, rhs, z, dt = w.jw, w.ew, w.low, w.rhs, w.z, w.dt
+    _solve_factored(w.jw, w.ew, w.low, w.rhs, w.z, w.dt)
+
+
+@_piece
+def _solve_factored(jw, ew, low, rhs, z, dt):
+    """``dt`` = J^T (J J^T + lam2 I)^-1 e (rows <= columns) or (J^T J + lam2 I)^-1 J^T e from
+    the Cholesky factor ``low`` of that matrix (``_normal_matrix``)."""
     m, n = jw.shape
     small = m <= n
     k_dim = low.shape[0]
@@ -1134,3 +1164,358 @@ def _finite_peak(dq, rot):
                 if not math.isfinite(rot[b, i, j]):
                     bad = True
     return bad, peak
+
+
+# -- goal priority's null-space steps (solvers/priority.py, (B)) ----------------------------
+
+
+class Held(NamedTuple):
+    """The rows the null-space steps hold and step toward, their DOFs and constants
+    (solvers/priority.py; ``rig`` then has ``dof_moves`` = every DOF that moves a goal)."""
+
+    primary: NDArray[np.intp]  # rows (of E * 6) of the primary goals, held
+    other: NDArray[np.intp]  # rows of the other goals, stepped toward
+    other_w: Array  # their weights' square roots
+    prim_eff: NDArray[np.intp]  # the primary effectors
+    other_eff: NDArray[np.intp]  # the other effectors
+    cols: NDArray[np.intp]  # the DOFs that step
+    colw: Array  # their weights
+    steps: int
+    hold_steps: int
+    damping: float
+    min_gain: float
+    min_scale: float
+    max_turn: float
+    hold_damping: float
+    tol: float
+    rtol: float
+
+
+class HeldOut(NamedTuple):
+    """Per frame: the pose (in: where (A) left it; out: after the steps), the others' bounds,
+    and the results."""
+
+    rotations: Array  # (F, B, 3, 3)
+    bound_pos: Array  # (F, E) the steps stop once every other goal is within these
+    bound_rot: Array
+    pos: Array  # (F, E) the goals' errors at the pose left
+    rot: Array
+    taken: NDArray[np.intp]  # (F,) the steps kept
+    status: NDArray[np.intp]  # (F,) 0, or FALLBACK: a matrix was not positive definite
+
+
+def hold(problem: Any, goals: Any, start: Pose, held: Held, bound: tuple[Array, Array]) -> HeldOut:
+    """priority's null-space steps of every frame of ``start`` by the compiled loop, where
+    ``covers_hold``; the frames marked FALLBACK are left as they were (numpy steps them).
+    Raises KernelUnavailable when the kernel does not run here."""
+    rig = problem.__dict__.get("_kernel_rig_every")
+    if rig is None:
+        every = np.ascontiguousarray(problem.skel.dof_affects, dtype=np.bool_)
+        rig = problem.__dict__["_kernel_rig_every"] = _rig(problem)._replace(dof_moves=every)
+    frames, n_eff = goals.frames, problem.skel.n_effectors
+    out = HeldOut(
+        np.array(start.rotations, dtype=np.float64, order="C"),
+        _writable(bound[0]),
+        _writable(bound[1]),
+        np.zeros((frames, n_eff)),
+        np.zeros((frames, n_eff)),
+        np.zeros(frames, dtype=np.intp),
+        np.zeros(frames, dtype=np.intp),
+    )
+    _call(rig, _frames(problem, goals, start), _rules(problem, goals, 0.0, 0.0), held, out, loop=1)
+    return out
+
+
+def covers_hold(problem: Any, goals: Any) -> bool:
+    """Whether ``hold`` covers the problem: what the compiled loop covers, any goal rows."""
+    if not covers(problem.skel, problem.settings):
+        return False
+    return not (problem.aim.size or problem.balance or goals.on is not None)
+
+
+def _hold_loop(rig, frames, rules, held, out):
+    """Every frame in turn (the null-space steps' kernel)."""
+    for f in range(out.rotations.shape[0]):
+        _hold_frame(f, rig, frames, rules, held, out)
+
+
+@_compiled
+def _hold_frame(f, rig, fr, ru, hd, out):
+    """One frame's null-space steps (priority._null_space_steps for one frame)."""
+    w = _work(rig, out.rotations[f])
+    n_p, n_o, nc = hd.primary.shape[0], hd.other.shape[0], hd.cols.shape[0]
+    if n_p > nc:
+        out.status[f] = FALLBACK
+        return
+    hw = _hold_work(rig, n_p, n_o, nc)
+    _pose_errors(f, rig, fr, ru, w)
+    for i in range(hd.prim_eff.shape[0]):  # where (A) left the primaries, and how near
+        e = hd.prim_eff[i]
+        b = rig.eff_bone[e]
+        for a in range(3):
+            hw.held_pts[i, a] = w.pts[e, a]
+            for c in range(3):
+                hw.held_rot[i, a, c] = w.mrot[b, a, c]
+        hw.max_pos[i] = max(w.pos_e[e], hd.tol) + 0.1 * hd.tol
+        hw.max_rot[i] = max(w.rot_e[e], hd.rtol) + 0.1 * hd.rtol
+    energy = _other_energy(hd, w)
+    active = energy > 0.0 and _far(f, hd, w, out)
+    scale = 1.0
+    taken = 0
+    for _ in range(hd.steps):
+        if not active:
+            break
+        hw.saved[:] = w.rot
+        if not _null_step(f, rig, fr, ru, hd, w, hw, energy, scale):
+            out.status[f] = FALLBACK
+            return
+        for _h in range(hd.hold_steps):
+            if not _hold_step(f, rig, fr, ru, hd, w, hw):
+                out.status[f] = FALLBACK
+                return
+        _pose_errors(f, rig, fr, ru, w)
+        e_new = _other_energy(hd, w)
+        keep = e_new < energy and _finite(w.rot)
+        for i in range(hd.prim_eff.shape[0]):
+            e = hd.prim_eff[i]
+            if w.pos_e[e] > hw.max_pos[i] or w.rot_e[e] > hw.max_rot[i]:
+                keep = False
+        if keep:
+            gain = (energy - e_new) / energy
+            energy = e_new
+            taken += 1
+            scale = min(2.0 * scale, 1.0)
+            if gain < hd.min_gain or not _far(f, hd, w, out):
+                active = False
+        else:
+            w.rot[:] = hw.saved
+            _pose_errors(f, rig, fr, ru, w)
+            scale *= 0.5
+        if scale < hd.min_scale:
+            active = False
+    out.rotations[f] = w.rot
+    out.pos[f] = w.pos_e
+    out.rot[f] = w.rot_e
+    out.taken[f] = taken
+
+
+class HoldWork(NamedTuple):
+    """The null-space steps' working arrays of one frame."""
+
+    held_pts: Array  # (P, 3) the primaries' points as (A) left them (model space)
+    held_rot: Array  # (P, 3, 3) and their frames
+    max_pos: Array  # (P,) how far off a primary may end
+    max_rot: Array
+    saved: Array  # (B, 3, 3) the pose before the step
+    jp: Array  # (P rows, nc) the primaries' rows
+    js: Array  # (O rows, nc) the others' rows (weighted), then projected
+    proj: Array  # (nc, nc) J_p^+ J_p
+    x: Array  # (P rows, nc) (J_p J_p^T + d I)^-1 J_p
+    pp: Array  # (P rows, P rows) J_p J_p^T + d I and
+    low_p: Array  # its Cholesky factor
+    col: Array  # (P rows,) one column's solve
+    eo: Array  # (O rows,) the others' weighted errors
+    no: Array  # the others' normal matrix,
+    low_o: Array  # its factor,
+    rhs_o: Array
+    z_o: Array
+    step: Array  # (nc,) the step
+    step2: Array
+    back: Array  # (P rows,) where the primaries should be minus where they are
+    rhs_p: Array
+    z_p: Array
+    err6: Array  # (E, 6)
+    tmp: Array  # (3, 3)
+
+
+@_piece
+def _hold_work(rig, n_p, n_o, nc):
+    n_eff = rig.eff_bone.shape[0]
+    k_o = n_o if n_o <= nc else nc
+    return HoldWork(
+        np.zeros((n_eff, 3)),
+        np.zeros((n_eff, 3, 3)),
+        np.zeros(n_eff),
+        np.zeros(n_eff),
+        np.zeros((rig.parents.shape[0], 3, 3)),
+        np.zeros((n_p, nc)),
+        np.zeros((n_o, nc)),
+        np.zeros((nc, nc)),
+        np.zeros((n_p, nc)),
+        np.zeros((n_p, n_p)),
+        np.zeros((n_p, n_p)),
+        np.zeros(n_p),
+        np.zeros(n_o),
+        np.zeros((k_o, k_o)),
+        np.zeros((k_o, k_o)),
+        np.zeros(k_o),
+        np.zeros(k_o),
+        np.zeros(nc),
+        np.zeros(nc),
+        np.zeros(n_p),
+        np.zeros(n_p),
+        np.zeros(n_p),
+        np.zeros((n_eff, 6)),
+        np.zeros((3, 3)),
+    )
+
+
+@_compiled
+def _pose_errors(f, rig, fr, ru, w):
+    """Forward kinematics and every goal's errors of the pose ``w.rot`` (compiled on its own
+    and called: inlined at each of its uses, the null-space steps took minutes to compile)."""
+    _forward(f, rig, fr, w)
+    _errors(f, rig, fr, ru, w)
+
+
+@_compiled
+def _jacobian_of(f, rig, fr, ru, w):
+    """``_jacobian``, compiled on its own and called (as ``_pose_errors``)."""
+    _jacobian(f, rig, fr, ru, w)
+
+
+@_compiled
+def _turn(rig, w):
+    """``_rotate``, compiled on its own and called (as ``_pose_errors``)."""
+    _rotate(rig, w)
+
+
+@_piece
+def _other_energy(hd, w):
+    """The other goals' weighted squared error."""
+    s = 0.0
+    for i in range(hd.other.shape[0]):
+        r = hd.other[i]
+        v = w.err[r // 6, r % 6] * hd.other_w[i]
+        s += v * v
+    return s
+
+
+@_piece
+def _far(f, hd, w, out):
+    """Some other goal is not yet within its bound."""
+    for i in range(hd.other_eff.shape[0]):
+        e = hd.other_eff[i]
+        if w.pos_e[e] > out.bound_pos[f, e] or w.rot_e[e] > out.bound_rot[f, e]:
+            return True
+    return False
+
+
+@_piece
+def _finite(rot):
+    for b in range(rot.shape[0]):
+        for i in range(3):
+            for j in range(3):
+                if not math.isfinite(rot[b, i, j]):
+                    return False
+    return True
+
+
+@_piece
+def _rows_of(jac, rows, cols, colw, row_w, out):
+    """``out`` = jac[rows][:, cols] * colw (times ``row_w`` per row when it has any)."""
+    for i in range(rows.shape[0]):
+        rw = row_w[i] if row_w.shape[0] else 1.0
+        for c in range(cols.shape[0]):
+            out[i, c] = jac[rows[i], cols[c]] * colw[c] * rw
+
+
+@_compiled
+def _null_step(f, rig, fr, ru, hd, w, hw, energy, scale):
+    """Turn ``w.rot`` by the others' damped least-squares step in the primaries' null space,
+    dq = N (J_o N)^T (J_o N N^T J_o^T + lambda^2 I)^-1 e_o with N = I - J_p^+ J_p (at most
+    ``max_turn`` a DOF, times ``scale``); False when a matrix is not positive definite."""
+    _jacobian_of(f, rig, fr, ru, w)
+    nc = hd.cols.shape[0]
+    no_w = np.zeros(0)
+    _rows_of(w.jac, hd.primary, hd.cols, hd.colw, no_w, hw.jp)
+    _rows_of(w.jac, hd.other, hd.cols, hd.colw, hd.other_w, hw.js)
+    for i in range(hd.other.shape[0]):
+        r = hd.other[i]
+        hw.eo[i] = w.err[r // 6, r % 6] * hd.other_w[i]
+    # the projector J_p^T (J_p J_p^T + d I)^-1 J_p, one column of J_p at a time
+    _normal_matrix(hw.jp, hd.hold_damping, hw.pp)
+    if not _cholesky(hw.pp, hw.low_p):
+        return False
+    for c in range(nc):
+        for i in range(hd.primary.shape[0]):
+            hw.rhs_p[i] = hw.jp[i, c]
+        _triangular_solves(hw.low_p, hw.rhs_p, hw.col)
+        for i in range(hd.primary.shape[0]):
+            hw.x[i, c] = hw.col[i]
+    for a in range(nc):
+        for b in range(nc):
+            s = 0.0
+            for i in range(hd.primary.shape[0]):
+                s += hw.jp[i, a] * hw.x[i, b]
+            hw.proj[a, b] = s
+    for o in range(hd.other.shape[0]):  # J_o N (N is symmetric)
+        for b in range(nc):
+            s = 0.0
+            for a in range(nc):
+                s += hw.js[o, a] * hw.proj[a, b]
+            hw.step2[b] = hw.js[o, b] - s
+        hw.js[o, :] = hw.step2
+    _normal_matrix(hw.js, energy + hd.damping, hw.no)
+    if not _cholesky(hw.no, hw.low_o):
+        return False
+    _solve_factored(hw.js, hw.eo, hw.low_o, hw.rhs_o, hw.z_o, hw.step)
+    peak = 0.0
+    for a in range(nc):  # N step, and the trust region
+        s = 0.0
+        for b in range(nc):
+            s += hw.proj[a, b] * hw.step[b]
+        hw.step2[a] = hw.step[a] - s
+        peak = max(peak, abs(hw.step2[a]))
+    shrink = min(1.0, hd.max_turn / max(peak, 1e-300)) * scale
+    w.dq[:] = 0.0
+    for c in range(nc):
+        w.dq[hd.cols[c]] = hw.step2[c] * shrink * hd.colw[c]
+    _turn(rig, w)
+    return True
+
+
+@_compiled
+def _hold_step(f, rig, fr, ru, hd, w, hw):
+    """One minimum-norm step that puts the primaries back where (A) left them; False when
+    the matrix is not positive definite."""
+    _pose_errors(f, rig, fr, ru, w)  # (the effector points and frames)
+    lin = fr.lin
+    for i in range(hd.prim_eff.shape[0]):
+        e = hd.prim_eff[i]
+        b = rig.eff_bone[e]
+        d0 = hw.held_pts[i, 0] - w.pts[e, 0]
+        d1 = hw.held_pts[i, 1] - w.pts[e, 1]
+        d2 = hw.held_pts[i, 2] - w.pts[e, 2]
+        for a in range(3):
+            if ru.identity:
+                hw.err6[e, a] = d0 if a == 0 else (d1 if a == 1 else d2)
+            else:
+                hw.err6[e, a] = lin[f, a, 0] * d0 + lin[f, a, 1] * d1 + lin[f, a, 2] * d2
+        for a in range(3):  # held R times R^T
+            for c in range(3):
+                hw.tmp[a, c] = (
+                    hw.held_rot[i, a, 0] * w.mrot[b, c, 0]
+                    + hw.held_rot[i, a, 1] * w.mrot[b, c, 1]
+                    + hw.held_rot[i, a, 2] * w.mrot[b, c, 2]
+                )
+        _angle_axis(hw.tmp, hw.err6, e)
+    for i in range(hd.primary.shape[0]):
+        r = hd.primary[i]
+        hw.back[i] = hw.err6[r // 6, r % 6]
+    _jacobian_of(f, rig, fr, ru, w)
+    no_w = np.zeros(0)
+    _rows_of(w.jac, hd.primary, hd.cols, hd.colw, no_w, hw.jp)
+    _normal_matrix(hw.jp, hd.hold_damping, hw.pp)
+    if not _cholesky(hw.pp, hw.low_p):
+        return False
+    _solve_factored(hw.jp, hw.back, hw.low_p, hw.rhs_p, hw.z_p, hw.step)
+    w.dq[:] = 0.0
+    for c in range(hd.cols.shape[0]):
+        w.dq[hd.cols[c]] = hw.step[c] * hd.colw[c]
+    _turn(rig, w)
+    return True
+
+
+LOOPS = (_loop, _hold_loop)
+"""The kernels, by number: the converge-mode loop and goal priority's null-space steps."""

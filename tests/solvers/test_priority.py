@@ -16,9 +16,11 @@ from jacobian_ik.solvers import (
     Settings,
     Skeleton,
     Solver,
+    kernel,
     priority,
     solve,
 )
+from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solve import ik_trees
 from tests.solvers.test_trees import _frame
 
@@ -243,3 +245,67 @@ def test_one_frame_through_the_solver_equals_solve() -> None:
     assert np.array_equal(ours.pose.rotations, ref.pose.rotations)
     assert np.array_equal(ours.position_error, ref.position_error)
     assert list(ours.goal_status[0]) == list(ref.goal_status[0])
+
+
+def _numpy_steps(m: pytest.MonkeyPatch) -> None:
+    m.setattr(kernel, "covers_hold", lambda problem, g: False)
+
+
+@pytest.mark.skipif(not kernel.enabled(), reason="numba is not installed")
+@pytest.mark.parametrize(("seed", "chest_goal", "turned"), [(1, False, False), (2, True, True)])
+def test_the_compiled_null_space_steps_equal_numpys(
+    seed: int, chest_goal: bool, turned: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(seed)
+    skel = head_and_hands(rng, chest_goal)
+    frames = 16
+    position = targets(skel, rng, frames)
+    rotation = weight = base = None
+    if turned:  # an orientation goal on the head, the armature turned, scaled and moved
+        head = [e.name for e in skel.effectors].index("head")
+        rotation = np.tile(np.eye(3), (frames, skel.n_effectors, 1, 1))
+        rotation[:, head] = exp_so3(rng.normal(scale=0.3, size=(frames, 3)))
+        weight = np.where(np.arange(skel.n_effectors) == head, 0.3, 0.0)
+        base = np.eye(4)
+        base[:3, :3] = exp_so3(np.array([0.3, -0.2, 0.5])) * 1.7
+        base[:3, 3] = (0.5, -1.0, 0.2)
+        position = position @ base[:3, :3].T + base[:3, 3]
+    goals = Goals(position=position, rotation=rotation, rotation_weight=weight, base=base)
+    st = Settings()
+    taken = []
+    hold = kernel.hold
+
+    def spy(*args: object) -> kernel.HeldOut:
+        out = hold(*args)  # type: ignore[arg-type]
+        taken.append(out.taken)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "hold", spy)
+        compiled = solve(skel, goals, st)
+    with monkeypatch.context() as m:
+        _numpy_steps(m)
+        plain = solve(skel, goals, st)
+    assert taken and np.concatenate(taken).sum() > 0  # the compiled steps ran and stepped
+    assert np.allclose(compiled.pose.rotations, plain.pose.rotations, atol=1e-9, rtol=0)
+    assert np.allclose(compiled.position_error, plain.position_error, atol=1e-9, rtol=0)
+    assert np.array_equal(compiled.iterations, plain.iterations)
+    assert list(compiled.reason) == list(plain.reason)
+
+
+def test_without_the_compiled_loop_the_steps_run_in_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    skel = head_and_hands(rng, chest_goal=True)
+    goals = Goals(position=targets(skel, rng, 8))
+
+    def unavailable(*args: object) -> None:
+        raise kernel.KernelUnavailable("test")
+
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "hold", unavailable)
+        broken = solve(skel, goals, Settings())
+    with monkeypatch.context() as m:
+        _numpy_steps(m)
+        plain = solve(skel, goals, Settings())
+    assert np.array_equal(broken.pose.rotations, plain.pose.rotations)
+    assert np.array_equal(broken.position_error, plain.position_error)
