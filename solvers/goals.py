@@ -203,9 +203,11 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
     )
 
 
-def no_worse(error: Array, tolerance: float) -> Array:
+def no_worse(error: Array, tolerance: float, share: float = 0.0) -> Array:
     """The largest error a goal may end with and still be as good as ``error`` (a reference
     solve's): within ``tolerance`` where that met it, else no farther off than ``error`` plus a
-    tenth of the tolerance. The flip repair's admissibility (solvers/flips.py), the jitter
-    smoothing's bound (solvers/smooth.py) and goal priority's (solvers/priority.py)."""
-    return np.asarray(np.where(error <= tolerance, tolerance, error + 0.1 * tolerance))
+    tenth of the tolerance, or plus ``share`` of ``error`` where that is more. The flip
+    repair's admissibility (solvers/flips.py), the jitter smoothing's bound (solvers/smooth.py)
+    and goal priority's (solvers/priority.py)."""
+    slack = np.maximum(0.1 * tolerance, share * error)
+    return np.asarray(np.where(error <= tolerance, tolerance, error + slack))

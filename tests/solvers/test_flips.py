@@ -24,6 +24,7 @@ from jacobian_ik.solvers import (
     flips,
     solve,
 )
+from jacobian_ik.solvers.goals import no_worse
 from tests.solvers.test_trees import random_humanoid
 
 ANGLE = math.radians(10.0)
@@ -103,16 +104,35 @@ def test_no_tree_jumps_more_and_goals_stay_met(solved: dict, seed: int) -> None:
     assert all(a <= b for a, b in zip(jumps(skel, fixed), jumps(skel, plain), strict=True))
     met = plain.position_error <= st.tolerance
     assert np.all(fixed.position_error[met] <= st.tolerance)
-    # no goal ends farther off (a met one stays within tolerance): rms and met share hold
-    bound = np.where(met, st.tolerance, plain.position_error + 0.1 * st.tolerance)
+    # a met goal stays within tolerance, one the solve did not meet ends at most CHOICE_SHARE
+    # farther off (goals in conflict: another compromise): the met share holds, the rms moves
+    # by no more than that share
+    share = flips.CHOICE_SHARE
+    bound = no_worse(plain.position_error, st.tolerance, share)
     assert np.all(fixed.position_error <= bound)
     assert (
         np.sqrt(np.mean(fixed.position_error**2))
-        <= np.sqrt(np.mean(plain.position_error**2)) + 0.1 * st.tolerance
+        <= (1 + share) * np.sqrt(np.mean(plain.position_error**2)) + 0.1 * st.tolerance
     )
     unchanged = ~report.changed
     assert np.array_equal(fixed.pose.rotations[unchanged], plain.pose.rotations[unchanged])
     assert np.any(fixed.goal_status == "out_of_reach")  # targets out of reach are in the test
+
+
+def test_candidates_within_a_share_of_the_error_take_out_more_jumps(
+    solved: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hands pulling at one spine: a solve from a neighbour's pose ends at another compromise,
+    a little farther from one goal; held to the own solve's error, the repair refused it."""
+    strict = []
+    with monkeypatch.context() as m:
+        m.setattr(flips, "CHOICE_SHARE", 0.0)
+        for skel, goals, st, plain, _ in solved.values():
+            start = Pose.rest(skel.n_bones, FRAMES)
+            strict.append(sum(jumps(skel, flips.repair(skel, goals, st, start, plain)[0])))
+    shared = [sum(jumps(skel, fixed)) for skel, _, _, _, (fixed, _) in solved.values()]
+    assert all(a <= b for a, b in zip(shared, strict, strict=True)), (shared, strict)
+    assert sum(shared) < sum(strict), (shared, strict)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -144,8 +164,7 @@ def test_a_carrier_is_repaired_with_the_trees_it_carries(seed: int) -> None:
     fixed, report = flips.repair(skel, goals, st, start, plain)
     unit = sum(jumps(skel, fixed)[2:]), sum(jumps(skel, plain)[2:])
     assert unit[0] <= unit[1], unit
-    met = plain.position_error <= st.tolerance
-    bound = np.where(met, st.tolerance, plain.position_error + 0.1 * st.tolerance)
+    bound = no_worse(plain.position_error, st.tolerance, flips.CHOICE_SHARE)
     assert np.all(fixed.position_error <= bound + 1e-12)
     frames = np.flatnonzero(report.changed)
     assert frames.size
