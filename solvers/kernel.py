@@ -118,14 +118,18 @@ def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Pla
     if goals.on is not None or problem.rows.size == 0:
         return None
     lam_a, lam_b = DAMPING[method.name](method.params)
-    rig = problem.__dict__.get("_kernel_rig")
-    if rig is None:
-        rig = problem.__dict__["_kernel_rig"] = _rig(problem)
-    return Plan(float(lam_a), float(lam_b), rig)
+    return Plan(float(lam_a), float(lam_b), _rig(problem))
 
 
 def _rig(problem: Any) -> Rig:
-    """The kernel's fixed arrays of a problem (``plan`` keeps them on the problem)."""
+    """The kernel's fixed arrays of a problem, made once and kept on the problem."""
+    rig = problem.__dict__.get("_kernel_rig")
+    if rig is None:
+        rig = problem.__dict__["_kernel_rig"] = _make_rig(problem)
+    return rig
+
+
+def _make_rig(problem: Any) -> Rig:
     skel = problem.skel
     parity = (skel.depth[skel.dof_bone] + skel.dof_axis) % 2 == 0
     return Rig(
@@ -1209,7 +1213,7 @@ def hold(problem: Any, goals: Any, start: Pose, held: Held, bound: tuple[Array, 
     ``covers_hold``; the frames marked FALLBACK are left as they were (numpy steps them).
     Raises KernelUnavailable when the kernel does not run here."""
     rig = problem.__dict__.get("_kernel_rig_every")
-    if rig is None:
+    if rig is None:  # the problem's rig, with every DOF that moves a goal
         every = np.ascontiguousarray(problem.skel.dof_affects, dtype=np.bool_)
         rig = problem.__dict__["_kernel_rig_every"] = _rig(problem)._replace(dof_moves=every)
     frames, n_eff = goals.frames, problem.skel.n_effectors
