@@ -22,9 +22,9 @@ every frame of the range; ground truth, never our formula):
 once): from a key, the next one is the furthest frame whose segment keeps the curve within a
 per-component tolerance (``component_tolerances``) derived from the bone's share of the
 tolerances (``_budgets``): an angle no larger than ``key_tolerance``, nor than the share of
-``position_tolerance`` of every effector the bone carries (``SPLIT`` times the tolerance over
-the root of the number of channels that move it, at most the tolerance) over the effector's
-distance from the bone's head. Then rounds
+``position_tolerance`` of every effector the bone carries (the tolerance over the root of the
+number of channels that move it, loosened by the headroom the effector leaves, ``SPLIT``) over
+the effector's distance from the bone's head. Then rounds
 of checks 1-2 on Blender's evaluation: for every bone, channel or effector off, the worst frame of
 every gap between the frames keyed in all its curves is keyed in those of its curves that are,
 relative to their tolerance, at least half as far off there as the furthest one (after 10
@@ -52,13 +52,15 @@ from .write import Channel
 Array = NDArray[np.float64]
 JUMP = 4.0  # one-sided differences this many times apart in size: a jump between them
 SPLIT = 2.0
-"""An effector moved by n channels gives each SPLIT / sqrt(n) of the position tolerance (at most
-all of it). The errors of different curves seldom line up nor peak at the same frame: with 1.0
-(the root-sum-square split) the first round left the effectors at 0.53-0.86 of the tolerance on 16
-captured zoo bakes (seeds 1 and 7, every kind, and 2, 3's humanoids and trees) and the checks
-never added a key; 2.0 brings them to 0.85-1.0 with 8-17 % fewer keys on the humanoids,
-trees, quadrupeds and spiders in 1-5 rounds (tentacles: 4 % more to equal, 13-14 rounds); 2.5 and
-3.0 saved at most 4 % more for up to 17 rounds, and cost a tentacle 10-21 %."""
+"""The most an effector's share of the position tolerance is loosened by its headroom
+(``_Reducer.__init__``): the curves are chosen once with the root-sum-square split, the
+effector's error on their Hermite curves predicted, and the shares of an effector that stayed
+within a fraction r of the tolerance scaled by min(1 / r, SPLIT). On 16 captured zoo bakes
+(seeds 1, 7: every kind; 2, 3: humanoids and trees; 3, 4: tentacles) the split alone left the
+effectors at 0.53-0.86 of the tolerance (tentacles 0.96-1.0) and the checks added no key; with
+the headroom taken 3-17 % fewer keys on humanoids, trees, quadrupeds and spiders, tentacles
+unchanged, in 1-3 rounds (one fixed factor of 2 for every effector cost the tentacles up to 28 %
+more keys in up to 19 rounds)."""
 SHARE_ROUNDS = 10  # rounds that key only the curves furthest off; later ones key all of them
 
 
@@ -374,21 +376,20 @@ def _budgets(
     effector_channels: list[list[int]],
     key_tolerance: float,
     position_tolerance: float,
+    scale: Array,
 ) -> tuple[list[float], list[float]]:
     """Each channel's share of the tolerances: a rotation may turn its bone by at most
     ``key_tolerance`` and move each effector it carries by at most its share of
-    ``position_tolerance`` (``SPLIT`` times the tolerance over the root of the number of
-    channels that move that effector: errors of different bones seldom line up; the checks key
-    where they do), through its lever (the
-    effector's largest distance from the bone's head); a stretch or location moves each
-    effector by at most its share. Returns (angle, distance) per channel."""
+    ``position_tolerance`` (the tolerance over the root of the number of channels that move
+    that effector, errors of different bones seldom line up, times the effector's ``scale``,
+    at most the tolerance), through its lever (the effector's largest distance from the bone's
+    head); a stretch or location moves each effector by at most its share. Returns (angle,
+    distance) per channel."""
     levers = builder.levers(channels, n_goals) if n_goals else np.zeros((len(channels), 0))
     share = np.full(len(channels), position_tolerance)
     turn = np.full(len(channels), key_tolerance)
     for e, ks in enumerate(effector_channels):
-        part = (
-            min(1.0, SPLIT / math.sqrt(len(ks))) * position_tolerance if ks else position_tolerance
-        )
+        part = min(1.0, scale[e] / math.sqrt(len(ks))) * position_tolerance
         for k in ks:
             share[k] = min(share[k], part)
             if levers[k, e] > 0.0:
@@ -415,27 +416,60 @@ class _Reducer:
         self.bezier = _enum_value("interpolation", "BEZIER")
         self.aligned = _enum_value("handle_left_type", "ALIGNED")
         action = write.ensure_action(ob)
-        angles, distances = _budgets(
-            channels, builder, n_goals, effector_channels, key_tolerance, position_tolerance
-        )
         self.curves: list[_Curve] = []
         self.of_channel: list[list[int]] = []
         for k, ch in enumerate(channels):
             path = f'pose.bones["{bpy.utils.escape_identifier(ch.bone)}"].{ch.attr}'
-            tol = component_tolerances(ch, angles[k], distances[k], builder.lengths[k])
             self.of_channel.append([])
             for i in range(ch.values.shape[1]):
                 fcurve = write.ensure_fcurve(ob, action, path, i, ch.bone)
                 v = ch.values[:, i]
                 self.of_channel[k].append(len(self.curves))
-                self.curves.append(_Curve(k, fcurve, v, _slopes(x, v), float(tol[i])))
+                self.curves.append(_Curve(k, fcurve, v, _slopes(x, v), 0.0))
         self.evaluated = np.array([c.values for c in self.curves]).reshape(-1, len(x))
-        slopes = np.array([c.slopes for c in self.curves]).reshape(self.evaluated.shape)
-        self.tolerances = np.array([c.tolerance for c in self.curves])
-        self.masks = _reach(x, self.evaluated, slopes, self.tolerances)
+        self.slopes = np.array([c.slopes for c in self.curves]).reshape(self.evaluated.shape)
+        budget = (n_goals, effector_channels, key_tolerance, position_tolerance)
+        self._choose(*budget, np.ones(n_goals))
+        if n_goals and len(x) > 1:  # loosen each effector's shares by its headroom (SPLIT)
+            curve = [
+                hermite(x, np.flatnonzero(self.masks[c]), self.evaluated[c], self.slopes[c])
+                for c in range(len(self.curves))
+            ]
+            got = builder.points(
+                channels, [np.array([curve[c] for c in cs]).T for cs in self.of_channel]
+            )
+            want = builder.points(channels, [ch.values for ch in channels])
+            off = np.linalg.norm(got[:, :n_goals] - want[:, :n_goals], axis=2).max(axis=0)
+            self._choose(*budget, np.clip(position_tolerance / np.maximum(off, 1e-300), 1, SPLIT))
         self.dirty = np.ones(len(self.curves), dtype=bool)
         self.channel_ratio = self.position_ratio = 0.0
         self.rotation_error = self.position_error = 0.0
+
+    def _choose(
+        self,
+        n_goals: int,
+        effector_channels: list[list[int]],
+        key_tolerance: float,
+        position_tolerance: float,
+        scale: Array,
+    ) -> None:
+        """The curves' tolerances (``_budgets`` with each effector's share times ``scale``) and
+        their keys by furthest reach."""
+        angles, distances = _budgets(
+            self.channels,
+            self.builder,
+            n_goals,
+            effector_channels,
+            key_tolerance,
+            position_tolerance,
+            scale,
+        )
+        for k, ch in enumerate(self.channels):
+            tol = component_tolerances(ch, angles[k], distances[k], self.builder.lengths[k])
+            for i, c in enumerate(self.of_channel[k]):
+                self.curves[c].tolerance = float(tol[i])
+        self.tolerances = np.array([c.tolerance for c in self.curves])
+        self.masks = _reach(self.x, self.evaluated, self.slopes, self.tolerances)
 
     def write_dirty(self) -> None:
         for c in np.flatnonzero(self.dirty):
