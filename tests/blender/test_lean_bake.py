@@ -64,8 +64,8 @@ def test_lean_bake_keeps_few_keys_within_tolerance(clean: Any) -> None:
         ) == {"FINISHED"}
         lean = ob.jacobian_ik.last_keys
         # 60 frames of a fast target (keys on most frames where it turns fastest): >= 2x here
-        # (1.4x for Euler angles, 3 curves a bone); >= 4x on the demo and zoo rigs at the
-        # default tolerances: benchmarks/lean_bake.py
+        # (1.4x for Euler angles, 3 curves a bone); on the demo and zoo rigs at the default
+        # tolerances: benchmarks/lean_bake.py
         assert lean * (2 if mode == "QUATERNION" else 1.4) <= full, (mode, lean, full)
         # Blender's own playback of the lean curves: every bone and the effector in tolerance
         dot = np.abs(np.sum(bone_rotations(ob) * rotations, axis=2))
@@ -76,6 +76,26 @@ def test_lean_bake_keeps_few_keys_within_tolerance(clean: Any) -> None:
         for fc in fcurves(ob.animation_data.action, ob):
             assert all(k.handle_left_type == "ALIGNED" for k in fc.keyframe_points)
             assert all(k.interpolation == "BEZIER" for k in fc.keyframe_points)
+
+
+def test_each_effectors_headroom_takes_keys_out(clean: Any, monkeypatch: Any) -> None:
+    """The keys are chosen with each effector's share of the position tolerance loosened by
+    the headroom the root-sum-square split leaves (``reduce.SPLIT``): fewer keys than with the
+    split alone, and Blender's playback still within both tolerances."""
+    reduce = importlib.import_module(f"{clean.__name__}.bridge.reduce")
+    keys = {}
+    for split in (1.0, reduce.SPLIT):
+        monkeypatch.setattr(reduce, "SPLIT", split)
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        ob, _ = smooth_rig()
+        assert bake(ob) == {"FINISHED"}
+        reference, rotations = solved_tips(ob), bone_rotations(ob)
+        assert bake(ob, reduce_keys=True) == {"FINISHED"}  # 0.1 degrees, 1 mm
+        keys[split] = ob.jacobian_ik.last_keys
+        dot = np.abs(np.sum(bone_rotations(ob) * rotations, axis=2))
+        assert np.degrees(2 * np.arccos(np.clip(dot, 0.0, 1.0))).max() <= 0.1 + 1e-3
+        assert np.linalg.norm(solved_tips(ob) - reference, axis=1).max() <= 1e-3 + 1e-5
+    assert keys[reduce.SPLIT] < keys[1.0], keys
 
 
 def test_blender_evaluates_the_curve_the_keys_are_chosen_by(clean: Any) -> None:
