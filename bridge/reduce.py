@@ -58,7 +58,7 @@ effector's error on their Hermite curves predicted, and the shares of an effecto
 within a fraction r of the tolerance scaled by min(1 / r, SPLIT). On 16 captured zoo bakes
 (seeds 1, 7: every kind; 2, 3: humanoids and trees; 3, 4: tentacles) the split alone left the
 effectors at 0.53-0.86 of the tolerance (tentacles 0.96-1.0) and the checks added no key; with
-the headroom taken 3-17 % fewer keys on humanoids, trees, quadrupeds and spiders, tentacles
+the headroom taken 5-15 % fewer keys on humanoids, trees, quadrupeds and spiders, tentacles
 unchanged, in 1-3 rounds (one fixed factor of 2 for every effector cost the tentacles up to 28 %
 more keys in up to 19 rounds)."""
 SHARE_ROUNDS = 10  # rounds that key only the curves furthest off; later ones key all of them
@@ -389,6 +389,8 @@ def _budgets(
     share = np.full(len(channels), position_tolerance)
     turn = np.full(len(channels), key_tolerance)
     for e, ks in enumerate(effector_channels):
+        if not ks:
+            continue
         part = min(1.0, scale[e] / math.sqrt(len(ks))) * position_tolerance
         for k in ks:
             share[k] = min(share[k], part)
