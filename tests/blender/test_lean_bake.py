@@ -98,6 +98,27 @@ def test_each_effectors_headroom_takes_keys_out(clean: Any, monkeypatch: Any) ->
     assert keys[reduce.SPLIT] < keys[1.0], keys
 
 
+def test_lean_bake_of_a_stretching_chain_within_tolerance(clean: Any) -> None:
+    """Scale channels (IK stretch) take their share of the position tolerance too: a target
+    that leaves the chain's reach and comes back, baked lean, plays back within 1 mm of the
+    full bake's effector and with fewer keys."""
+    ob = make_armature("Arm", chain_bones(4))
+    for pb in ob.pose.bones:
+        pb.ik_stretch = 0.3
+    for name in ("b2", "b3"):
+        ob.data.bones[name].inherit_scale = "NONE"  # exact playback (see bridge/limits.py)
+    target = make_empty("Target", (1.0, 2.5, 0.5))
+    animate_target(target, {1: (1.0, 2.5, 0.5), 30: (0.0, 4.8, 0.8), 60: (-1.0, 2.0, 0.0)})
+    add_goal(ob, "b3", target, chain_length=3)
+    assert bake(ob) == {"FINISHED"}
+    full, reference = ob.jacobian_ik.last_keys, solved_tips(ob)
+    bpy.context.scene.frame_set(30)
+    assert max(pb.scale.y for pb in ob.pose.bones) > 1.01  # it stretched out there
+    assert bake(ob, reduce_keys=True) == {"FINISHED"}
+    assert ob.jacobian_ik.last_keys * 2 <= full, (ob.jacobian_ik.last_keys, full)
+    assert np.linalg.norm(solved_tips(ob) - reference, axis=1).max() <= 1e-3 + 1e-5
+
+
 def test_blender_evaluates_the_curve_the_keys_are_chosen_by(clean: Any) -> None:
     """Keys on solved values with ALIGNED handles at thirds along the solved slope: Blender's
     evaluation is the cubic Hermite curve bridge.reduce chooses the keys by."""
