@@ -342,7 +342,6 @@ def write_reduced(
     reducer = _Reducer(
         ob, channels, x, builder, n_goals, effector_channels, key_tolerance, position_tolerance
     )
-    reference = builder.points(channels, [ch.values for ch in channels])[:, :n_goals]
     eff_curves = [[c for k in ks for c in reducer.of_channel[k]] for ks in effector_channels]
     rounds = 0
     for round_ in range(1, max_rounds + 1):
@@ -350,7 +349,7 @@ def write_reduced(
         reducer.write_dirty()
         add = reducer.channel_frames(round_)
         dist = np.linalg.norm(
-            builder.points(channels, reducer.values())[:, :n_goals] - reference, axis=2
+            builder.points(channels, reducer.values())[:, :n_goals] - reducer.reference, axis=2
         )
         reducer.position_error = float(dist.max()) if dist.size else 0.0
         reducer.position_ratio = reducer.position_error / position_tolerance
@@ -430,6 +429,10 @@ class _Reducer:
                 self.curves.append(_Curve(k, fcurve, v, _slopes(x, v), 0.0))
         self.evaluated = np.array([c.values for c in self.curves]).reshape(-1, len(x))
         self.slopes = np.array([c.slopes for c in self.curves]).reshape(self.evaluated.shape)
+        # the solved effectors, what the lean curves are held to
+        self.reference = builder.points(channels, [ch.values for ch in channels])[:, :n_goals]
+        self.tolerances = np.full(len(self.curves), np.nan)
+        self.masks = np.zeros(self.evaluated.shape, dtype=bool)
         budget = (n_goals, effector_channels, key_tolerance, position_tolerance)
         self._choose(*budget, np.ones(n_goals))
         if n_goals and len(x) > 1:  # loosen each effector's shares by its headroom (SPLIT)
@@ -440,8 +443,7 @@ class _Reducer:
             got = builder.points(
                 channels, [np.array([curve[c] for c in cs]).T for cs in self.of_channel]
             )
-            want = builder.points(channels, [ch.values for ch in channels])
-            off = np.linalg.norm(got[:, :n_goals] - want[:, :n_goals], axis=2).max(axis=0)
+            off = np.linalg.norm(got[:, :n_goals] - self.reference, axis=2).max(axis=0)
             self._choose(*budget, np.clip(position_tolerance / np.maximum(off, 1e-300), 1, SPLIT))
         self.dirty = np.ones(len(self.curves), dtype=bool)
         self.channel_ratio = self.position_ratio = 0.0
@@ -456,7 +458,7 @@ class _Reducer:
         scale: Array,
     ) -> None:
         """The curves' tolerances (``_budgets`` with each effector's share times ``scale``) and
-        their keys by furthest reach."""
+        their keys by furthest reach (again only for the curves whose tolerance changed)."""
         angles, distances = _budgets(
             self.channels,
             self.builder,
@@ -470,8 +472,11 @@ class _Reducer:
             tol = component_tolerances(ch, angles[k], distances[k], self.builder.lengths[k])
             for i, c in enumerate(self.of_channel[k]):
                 self.curves[c].tolerance = float(tol[i])
-        self.tolerances = np.array([c.tolerance for c in self.curves])
-        self.masks = _reach(self.x, self.evaluated, self.slopes, self.tolerances)
+        tolerances = np.array([c.tolerance for c in self.curves])
+        new = np.flatnonzero(tolerances != self.tolerances)  # every curve the first time (NaN)
+        self.tolerances = tolerances
+        if new.size:
+            self.masks[new] = _reach(self.x, self.evaluated[new], self.slopes[new], tolerances[new])
 
     def write_dirty(self) -> None:
         for c in np.flatnonzero(self.dirty):
