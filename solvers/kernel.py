@@ -21,7 +21,12 @@ A second compiled loop, ``hold``, runs goal priority's null-space steps (solvers
 (B)) per frame with the same pieces (forward kinematics, errors, Jacobian over every DOF that
 moves a goal, Cholesky): the same steps as priority's numpy loop, equal to rounding
 (tests/solvers/test_priority.py); it compiles at its first use, on the first rig whose goals
-have two levels (about 20-40 s, then cached like the first).
+have two levels (about 20-40 s, then cached like the first). A third, ``smooth_move``, runs
+the jitter smoothing's move per frame (solvers/smooth.py): the goal rows' null-space
+projection of the step toward the cubic and the minimum-norm step that puts the effectors
+back, with the position rows in model space as numpy forms them (the same damped matrix), on
+the rows of the trees that move at the frame; compiled the first time a bake smooths (about
+20 s, cached).
 
 numba is optional: the extension zip carries its wheels where they exist (README), and without
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
@@ -96,17 +101,23 @@ class Plan:
 def covers(skel: Any, st: Any) -> bool:
     """Whether the compiled loop covers this skeleton and these settings (the goals may still
     ask for what it does not: poles, aim goals, balance; see ``plan``)."""
-    if not enabled() or st.method not in DAMPING or st.mode != "converge":
+    if st.method not in DAMPING or st.mode != "converge" or not _covers_rig(skel, st):
+        return False
+    if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
+        return False
+    return st.clamp_distance is None and st.max_step is None and not st.jacobian_at_targets
+
+
+def _covers_rig(skel: Any, st: Any) -> bool:
+    """Whether the kernel runs here and its pieces cover the skeleton: rotational DOFs only,
+    no limit to keep."""
+    if not enabled():
         return False
     kinds = skel.__dict__.get("_kernel_kinds")
     if kinds is None:  # (rotational DOFs only, any limited DOF), kept on the skeleton
         rotational = bool(np.all((skel.dof_kind == ROT_PRE) | (skel.dof_kind == ROT_POST)))
         kinds = skel.__dict__["_kernel_kinds"] = (rotational, bool(np.any(skel.dof_limited)))
-    if not kinds[0] or (st.keep_limits and kinds[1]):
-        return False
-    if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
-        return False
-    return st.clamp_distance is None and st.max_step is None and not st.jacobian_at_targets
+    return kinds[0] and not (st.keep_limits and kinds[1])
 
 
 def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Plan | None:
@@ -1212,10 +1223,7 @@ def hold(problem: Any, goals: Any, start: Pose, held: Held, bound: tuple[Array, 
     """priority's null-space steps of every frame of ``start`` by the compiled loop, where
     ``covers_hold``; the frames marked FALLBACK are left as they were (numpy steps them).
     Raises KernelUnavailable when the kernel does not run here."""
-    rig = problem.__dict__.get("_kernel_rig_every")
-    if rig is None:  # the problem's rig, with every DOF that moves a goal
-        every = np.ascontiguousarray(problem.skel.dof_affects, dtype=np.bool_)
-        rig = problem.__dict__["_kernel_rig_every"] = _rig(problem)._replace(dof_moves=every)
+    rig = _rig_every(problem)
     frames, n_eff = goals.frames, problem.skel.n_effectors
     out = HeldOut(
         np.array(start.rotations, dtype=np.float64, order="C"),
@@ -1228,6 +1236,16 @@ def hold(problem: Any, goals: Any, start: Pose, held: Held, bound: tuple[Array, 
     )
     _call(rig, _frames(problem, goals, start), _rules(problem, goals, 0.0, 0.0), held, out, loop=1)
     return out
+
+
+def _rig_every(problem: Any) -> Rig:
+    """The problem's rig with every DOF that moves a goal (``Skeleton.dof_affects``), kept on
+    the problem."""
+    rig = problem.__dict__.get("_kernel_rig_every")
+    if rig is None:
+        every = np.ascontiguousarray(problem.skel.dof_affects, dtype=np.bool_)
+        rig = problem.__dict__["_kernel_rig_every"] = _rig(problem)._replace(dof_moves=every)
+    return rig
 
 
 def covers_hold(problem: Any, goals: Any) -> bool:
@@ -1484,26 +1502,7 @@ def _hold_step(f, rig, fr, ru, hd, w, hw):
     """One minimum-norm step that puts the primaries back where (A) left them; False when
     the matrix is not positive definite."""
     _pose_errors(f, rig, fr, ru, w)  # (the effector points and frames)
-    lin = fr.lin
-    for i in range(hd.prim_eff.shape[0]):
-        e = hd.prim_eff[i]
-        b = rig.eff_bone[e]
-        d0 = hw.held_pts[i, 0] - w.pts[e, 0]
-        d1 = hw.held_pts[i, 1] - w.pts[e, 1]
-        d2 = hw.held_pts[i, 2] - w.pts[e, 2]
-        for a in range(3):
-            if ru.identity:
-                hw.err6[e, a] = d0 if a == 0 else (d1 if a == 1 else d2)
-            else:
-                hw.err6[e, a] = lin[f, a, 0] * d0 + lin[f, a, 1] * d1 + lin[f, a, 2] * d2
-        for a in range(3):  # held R times R^T
-            for c in range(3):
-                hw.tmp[a, c] = (
-                    hw.held_rot[i, a, 0] * w.mrot[b, c, 0]
-                    + hw.held_rot[i, a, 1] * w.mrot[b, c, 1]
-                    + hw.held_rot[i, a, 2] * w.mrot[b, c, 2]
-                )
-        _angle_axis(hw.tmp, hw.err6, e)
+    _held_error(f, rig, fr, ru, w, hd.prim_eff, hw.held_pts, hw.held_rot, hw.err6, hw.tmp)
     for i in range(hd.primary.shape[0]):
         r = hd.primary[i]
         hw.back[i] = hw.err6[r // 6, r % 6]
@@ -1521,5 +1520,178 @@ def _hold_step(f, rig, fr, ru, hd, w, hw):
     return True
 
 
-LOOPS = (_loop, _hold_loop)
-"""The kernels, by number: the converge-mode loop and goal priority's null-space steps."""
+@_piece
+def _held_error(f, rig, fr, ru, w, effs, held_pts, held_rot, err6, tmp):
+    """``err6`` rows of the effectors ``effs``: from where they are (``w``, after
+    ``_pose_errors``) to ``held_pts`` and ``held_rot`` (indexed like ``effs``), in the
+    Jacobian's spaces (world positions, model-space orientations)."""
+    lin = fr.lin
+    for i in range(effs.shape[0]):
+        e = effs[i]
+        b = rig.eff_bone[e]
+        d0 = held_pts[i, 0] - w.pts[e, 0]
+        d1 = held_pts[i, 1] - w.pts[e, 1]
+        d2 = held_pts[i, 2] - w.pts[e, 2]
+        for a in range(3):
+            if ru.identity:
+                err6[e, a] = d0 if a == 0 else (d1 if a == 1 else d2)
+            else:
+                err6[e, a] = lin[f, a, 0] * d0 + lin[f, a, 1] * d1 + lin[f, a, 2] * d2
+        for a in range(3):  # held R times R^T
+            for c in range(3):
+                tmp[a, c] = (
+                    held_rot[i, a, 0] * w.mrot[b, c, 0]
+                    + held_rot[i, a, 1] * w.mrot[b, c, 1]
+                    + held_rot[i, a, 2] * w.mrot[b, c, 2]
+                )
+        _angle_axis(tmp, err6, e)
+
+
+# -- the jitter smoothing's move (solvers/smooth.py ``_Run.step``) --------------------------
+
+
+class SmoothOut(NamedTuple):
+    """Per frame: the pose (in: before the move; out: after it), the goals' errors there, and
+    0 or FALLBACK (a matrix was not positive definite: the frame is left as it was)."""
+
+    rotations: Array  # (F, B, 3, 3)
+    pos: Array  # (F, E)
+    rot: Array
+    status: NDArray[np.intp]  # (F,)
+
+
+def smooth_move(
+    problem: Any,
+    goals: Any,
+    start: Pose,
+    v: Array,
+    on: NDArray[np.bool_],
+    alpha: float,
+    damping: float,
+) -> SmoothOut:
+    """The smoothing pass's move of every frame of ``start`` by the compiled loop, where
+    ``covers_smooth``: ``alpha`` times the DOF step ``v`` (F, n) projected onto the null space
+    of the goal rows, then one minimum-norm step that puts the effectors back (both with
+    J J^T + ``damping`` I), on the rows ``on`` (F, rows) of each frame: the rows of the
+    trees that move there (the others' rows and DOFs form blocks of J J^T that the move leaves
+    alone). Raises KernelUnavailable when the kernel does not run here."""
+    frames, n_eff = goals.frames, problem.skel.n_effectors
+    out = SmoothOut(
+        np.array(start.rotations, dtype=np.float64, order="C"),
+        np.zeros((frames, n_eff)),
+        np.zeros((frames, n_eff)),
+        np.zeros(frames, dtype=np.intp),
+    )
+    step = np.ascontiguousarray(v, dtype=np.float64)
+    rows_on = np.ascontiguousarray(on, dtype=np.bool_)
+    # the position rows in model space, as smooth.py's numpy forms them: the same J J^T, so the
+    # same damping (near a straight chain's singularity, damping the world-space rows of a
+    # scaled armature moved the null space's step by 1 % of itself)
+    rules = _rules(problem, goals, 0.0, 0.0)._replace(identity=True)
+    args = (_rig_every(problem), _frames(problem, goals, start), rules, step, rows_on)
+    _call(*args, float(alpha), float(damping), out, loop=2)
+    return out
+
+
+def covers_smooth(problem: Any, goals: Any) -> bool:
+    """Whether ``smooth_move`` covers the problem: the kernel's rigs, goal rows only (no poles,
+    aim goals, balance or goals switched per frame)."""
+    if not _covers_rig(problem.skel, problem.settings):
+        return False
+    if problem.aim.size or problem.balance or problem.sec_rows.size:
+        return False
+    return goals.on is None
+
+
+def _smooth_loop(rig, frames, rules, v, on, alpha, damping, out):
+    """Every frame in turn (the smoothing move's kernel)."""
+    for f in range(out.rotations.shape[0]):
+        _smooth_frame(f, rig, frames, rules, v, on, alpha, damping, out)
+
+
+@_piece
+def _goal_rows(jac, rows, on, out):
+    """``out`` = jac[rows[on]] (every column)."""
+    k = 0
+    for i in range(rows.shape[0]):
+        if on[i]:
+            for c in range(jac.shape[1]):
+                out[k, c] = jac[rows[i], c]
+            k += 1
+
+
+@_piece
+def _min_norm(jg, e, damping, normal, low, rhs, z, dq):
+    """``dq`` = J^T (J J^T + damping I)^-1 e (or its J^T J form); False when the matrix is not
+    positive definite."""
+    _normal_matrix(jg, damping, normal)
+    if not _cholesky(normal, low):
+        return False
+    _solve_factored(jg, e, low, rhs, z, dq)
+    return True
+
+
+@_compiled
+def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out):
+    """One frame's move (``smooth._Run.step`` up to its tests, for one frame)."""
+    w = _work(rig, out.rotations[f])
+    rows = rig.rows
+    n, n_eff = rig.dof_bone.shape[0], rig.eff_bone.shape[0]
+    m = 0
+    for i in range(rows.shape[0]):
+        m += 1 if on[f, i] else 0
+    k_dim = m if m <= n else n
+    effs = np.arange(n_eff)
+    held_pts = np.zeros((n_eff, 3))
+    held_rot = np.zeros((n_eff, 3, 3))
+    jg = np.zeros((m, n))
+    eg = np.zeros(m)
+    normal = np.zeros((k_dim, k_dim))
+    low = np.zeros((k_dim, k_dim))
+    rhs = np.zeros(k_dim)
+    z = np.zeros(k_dim)
+    step = np.zeros(n)
+    _pose_errors(f, rig, fr, ru, w)
+    for e in range(n_eff):
+        b = rig.eff_bone[e]
+        for a in range(3):
+            held_pts[e, a] = w.pts[e, a]
+            for c in range(3):
+                held_rot[e, a, c] = w.mrot[b, a, c]
+    # toward the cubic in the goals' null space: alpha (v - J^T (J J^T + d I)^-1 J v)
+    _jacobian_of(f, rig, fr, ru, w)
+    _goal_rows(w.jac, rows, on[f], jg)
+    for i in range(m):
+        s = 0.0
+        for j in range(n):
+            s += jg[i, j] * v[f, j]
+        eg[i] = s
+    if not _min_norm(jg, eg, damping, normal, low, rhs, z, step):
+        out.status[f] = FALLBACK
+        return
+    for j in range(n):
+        w.dq[j] = alpha * (v[f, j] - step[j])
+    _turn(rig, w)
+    # the effectors back where they were: one minimum-norm step on the goal rows
+    _pose_errors(f, rig, fr, ru, w)
+    _held_error(f, rig, fr, ru, w, effs, held_pts, held_rot, w.err, w.tmp)
+    k = 0
+    for i in range(rows.shape[0]):
+        if on[f, i]:
+            eg[k] = w.err[rows[i] // 6, rows[i] % 6]
+            k += 1
+    _jacobian_of(f, rig, fr, ru, w)
+    _goal_rows(w.jac, rows, on[f], jg)
+    if not _min_norm(jg, eg, damping, normal, low, rhs, z, w.dq):
+        out.status[f] = FALLBACK
+        return
+    _turn(rig, w)
+    _pose_errors(f, rig, fr, ru, w)
+    out.rotations[f] = w.rot
+    out.pos[f] = w.pos_e
+    out.rot[f] = w.rot_e
+
+
+LOOPS = (_loop, _hold_loop, _smooth_loop)
+"""The kernels, by number: the converge-mode loop, goal priority's null-space steps and the
+jitter smoothing's move."""

@@ -24,10 +24,12 @@ from jacobian_ik.solvers import (
     SettingsError,
     Skeleton,
     flips,
+    kernel,
     solve,
 )
 from jacobian_ik.solvers.rotations import quaternion_from_matrix
 from jacobian_ik.solvers.smooth import smooth
+from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solve import carry_groups
 from tests.solvers.test_flips import smooth_targets
 from tests.solvers.test_trees import random_humanoid
@@ -178,3 +180,68 @@ def test_bit_identical_run_to_run_and_off_at_zero() -> None:
 def test_a_negative_pass_count_is_refused() -> None:
     with pytest.raises(SettingsError, match="smooth_passes"):
         Settings(smooth_passes=-1)
+
+
+def _turned(skel: Skeleton, goals: Goals, seed: int) -> Goals:
+    """``goals`` on an armature turned, scaled by 1.7 and moved (the targets with it)."""
+    base = np.eye(4)
+    base[:3, :3] = exp_so3(np.array([0.3, -0.2, 0.5])) * 1.7
+    base[:3, 3] = (0.5, -1.0, 0.2)
+    position = np.asarray(goals.position) @ base[:3, :3].T + base[:3, 3]
+    return Goals(position=position, base=base)
+
+
+@pytest.mark.skipif(not kernel.enabled(), reason="numba is not installed")
+@pytest.mark.parametrize("case", [("humanoid", 0), ("double_y", 1), ("carried", 0), ("turned", 0)])
+def test_the_compiled_move_equals_numpys(
+    case: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass's move in the compiled loop (solvers/kernel.py ``smooth_move``, on the rows of
+    the trees that move) gives numpy's smoothing to rounding, whole armature at once."""
+    kind, seed = case
+    if kind == "double_y":
+        skel, goals, st = double_y(seed)
+    else:
+        skel, goals, st = humanoid(seed, carried=kind == "carried")
+        if kind == "turned":
+            goals = _turned(skel, goals, seed)
+    start = Pose.rest(skel.n_bones, FRAMES)
+    repaired, _ = flips.repair(skel, goals, st, start, solve(skel, goals, st))
+    moved = []
+    move = kernel.smooth_move
+
+    def spy(*args: object) -> kernel.SmoothOut:
+        out = move(*args)  # type: ignore[arg-type]
+        moved.append(len(out.status) - int(np.sum(out.status == kernel.FALLBACK)))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "smooth_move", spy)
+        compiled, c_report = smooth(skel, goals, st, repaired, PASSES)
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "covers_smooth", lambda problem, g: False)
+        plain, p_report = smooth(skel, goals, st, repaired, PASSES)
+    assert sum(moved) > 0 and c_report.changed.any()  # the compiled move ran and moved frames
+    assert np.array_equal(c_report.changed, p_report.changed)
+    assert np.allclose(compiled.pose.rotations, plain.pose.rotations, atol=1e-9, rtol=0)
+    assert np.allclose(compiled.position_error, plain.position_error, atol=1e-12, rtol=0)
+
+
+def test_without_the_compiled_loop_the_move_runs_in_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    skel, goals, st = double_y(2)
+    result = solve(skel, goals, st)
+
+    def unavailable(*args: object) -> None:
+        raise kernel.KernelUnavailable("test")
+
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "smooth_move", unavailable)
+        broken, _ = smooth(skel, goals, st, result, PASSES)
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "covers_smooth", lambda problem, g: False)
+        plain, report = smooth(skel, goals, st, result, PASSES)
+    assert report.changed.any()
+    assert np.array_equal(broken.pose.rotations, plain.pose.rotations)
+    assert np.array_equal(broken.position_error, plain.position_error)
