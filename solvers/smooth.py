@@ -173,16 +173,16 @@ class _Run:
         """Of ``frames``, the ones off their cubic, and each one's DOF step toward it (F', n)."""
         skel = self.skel
         assert self.loose is not None
-        near, index = np.unique(frames[:, None] + np.arange(-2, 3), return_inverse=True)
-        q = quaternion_from_matrix(pose.rotations[near])[index.reshape(len(frames), 5)]
-        q = np.where((q * q[:, 2:3]).sum(-1, keepdims=True) < 0, -q, q)  # (F', 5, B, 4)
+        # only the bones of loose trees (the (frame, bone) pairs); a bone that jumps within its
+        # stencil stays; frames already on their cubic are left alone
+        fi, bi = np.nonzero(self.loose[frames].astype(float) @ self.bone_in.T > 0)
+        q = quaternion_from_matrix(pose.rotations[frames[fi, None] + np.arange(-2, 3), bi[:, None]])
+        q = np.where((q * q[:, 2:3]).sum(-1, keepdims=True) < 0, -q, q)  # (pairs, 5, 4)
         mid = (-q[:, 0] + 4 * q[:, 1] + 4 * q[:, 3] - q[:, 4]) / 6.0
-        post = _turn(q[:, 2], mid / np.linalg.norm(mid, axis=-1, keepdims=True))  # R exp(d)
-        # only the bones of loose trees; a bone that jumps within its stencil stays; frames
-        # already on their cubic are left alone
-        loose = self.loose[frames].astype(float) @ self.bone_in.T > 0  # (F', B)
-        dots = np.abs((q[:, 1:] * q[:, :-1]).sum(-1)).min(axis=1)  # (F', B)
-        post *= (loose & (dots > np.cos(WINDOW / 2)))[..., None]
+        turn = _turn(q[:, 2], mid / np.linalg.norm(mid, axis=-1, keepdims=True))  # R exp(d)
+        dots = np.abs((q[:, 1:] * q[:, :-1]).sum(-1)).min(axis=1)
+        post = np.zeros((len(frames), skel.n_bones, 3))
+        post[fi, bi] = turn * (dots > np.cos(WINDOW / 2))[:, None]
         moving = np.linalg.norm(post, axis=-1).max(axis=1) > DEVIATION
         frames, post = frames[moving], post[moving]
         v = np.zeros((len(frames), skel.n_dofs))
@@ -206,12 +206,16 @@ class _Run:
         bad = (err_pos > self.max_pos[frames]) | (err_rot > self.max_rot[frames])
         tree_bad = bad.astype(float) @ self.goal_in > 0
         # no new jump: a bone's turn to a neighbour over flip_angle only where it was before
+        # (over the bones of the trees tried: only their verdicts are used)
         angle = self.settings.flip_angle or np.inf
-        jumps = ~np.all(np.isfinite(new.rotations), axis=(2, 3))
+        fi, bi = np.nonzero(tried.astype(float) @ self.bone_in.T > 0)
+        now, before = new.rotations[fi, bi], pose.rotations[fi, bi]
+        jump = ~np.all(np.isfinite(now), axis=(1, 2))
         for side in (-1, 1):
-            rot = whole.rotations[frames + side]
-            was = turn_angles(rot, pose.rotations) > angle
-            jumps |= (turn_angles(rot, new.rotations) > angle) & ~was
+            rot = whole.rotations[frames[fi] + side, bi]
+            jump |= (turn_angles(rot, now) > angle) & ~(turn_angles(rot, before) > angle)
+        jumps = np.zeros((len(frames), self.skel.n_bones), dtype=bool)
+        jumps[fi, bi] = jump
         tree_bad |= jumps.astype(float) @ self.bone_in > 0
         # a tree refused twice in a row at a frame stays as it is there
         self.refused[frames] = np.where(tried & tree_bad, self.refused[frames] + 1, 0)
