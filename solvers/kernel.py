@@ -1604,9 +1604,86 @@ def covers_smooth(problem: Any, goals: Any) -> bool:
 
 
 def _smooth_loop(rig, frames, rules, v, on, alpha, damping, out):
-    """Every frame in turn (the smoothing move's kernel)."""
+    """Every frame in turn (the smoothing move's kernel), with one set of working arrays."""
+    if out.rotations.shape[0] == 0:
+        return
+    w = _lean_work(rig, out.rotations[0])
+    sw = _smooth_work(rig)
     for f in range(out.rotations.shape[0]):
-        _smooth_frame(f, rig, frames, rules, v, on, alpha, damping, out)
+        w.rot[:] = out.rotations[f]
+        _smooth_frame(f, rig, frames, rules, v, on, alpha, damping, out, w, sw)
+
+
+class SmoothWork(NamedTuple):
+    """The smoothing move's working arrays (of the most rows; a frame uses its first m)."""
+
+    held_pts: Array  # (E, 3) the effectors before the move (model space)
+    held_rot: Array  # (E, 3, 3) and their frames
+    jg: Array  # (rows, n) the rows of the trees that move
+    eg: Array  # (rows,) J v, then the error back to the held effectors
+    normal: Array  # (k, k) J J^T + d I (or J^T J + d I)
+    low: Array  # its Cholesky factor
+    rhs: Array
+    z: Array
+    step: Array  # (n,)
+
+
+@_piece
+def _smooth_work(rig):
+    n_eff, n, m = rig.eff_bone.shape[0], rig.dof_bone.shape[0], rig.rows.shape[0]
+    k_dim = m if m <= n else n
+    return SmoothWork(
+        np.zeros((n_eff, 3)),
+        np.zeros((n_eff, 3, 3)),
+        np.zeros((m, n)),
+        np.zeros(m),
+        np.zeros((k_dim, k_dim)),
+        np.zeros((k_dim, k_dim)),
+        np.zeros(k_dim),
+        np.zeros(k_dim),
+        np.zeros(n),
+    )
+
+
+@_piece
+def _lean_work(rig, start):
+    """A ``Work`` with what forward kinematics, the errors, the Jacobian and the update use;
+    the loop's other arrays empty (the Newton step's n x n pair alone is 150 kB to clear on a
+    96-DOF rig)."""
+    n_bones = rig.parents.shape[0]
+    n_eff = rig.eff_bone.shape[0]
+    n = rig.dof_bone.shape[0]
+    none3 = np.zeros((0, 3, 3))
+    return Work(
+        start.copy(),
+        none3,
+        none3,
+        np.zeros(0),
+        np.zeros(0),
+        np.zeros((n_bones, 3, 3)),
+        np.zeros((n_bones, 3)),
+        np.zeros((n_eff, 3)),
+        np.zeros((n_eff, 6)),
+        np.zeros(n_eff),
+        np.zeros(n_eff),
+        np.zeros((n_eff * 6, n)),
+        np.zeros((0, 0)),
+        np.zeros(0),
+        np.zeros((0, 0)),
+        np.zeros((0, 0)),
+        np.zeros(0),
+        np.zeros(0),
+        np.zeros(0),
+        np.zeros(n),
+        np.zeros((3, 3)),
+        np.zeros((n, 3)),
+        np.zeros((0, 0)),
+        np.zeros((0, 0)),
+        np.zeros(0),
+        np.zeros((0, 3)),
+        np.zeros((0, 3)),
+        np.zeros((0, 3)),
+    )
 
 
 @_piece
@@ -1632,9 +1709,9 @@ def _min_norm(jg, e, damping, normal, low, rhs, z, dq):
 
 
 @_compiled
-def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out):
-    """One frame's move (``smooth._Run.step`` up to its tests, for one frame)."""
-    w = _work(rig, out.rotations[f])
+def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out, w, sw):
+    """One frame's move (``smooth._Run.step`` up to its tests, for one frame), from the pose
+    in ``w.rot``."""
     rows = rig.rows
     n, n_eff = rig.dof_bone.shape[0], rig.eff_bone.shape[0]
     m = 0
@@ -1642,22 +1719,15 @@ def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out):
         m += 1 if on[f, i] else 0
     k_dim = m if m <= n else n
     effs = np.arange(n_eff)
-    held_pts = np.zeros((n_eff, 3))
-    held_rot = np.zeros((n_eff, 3, 3))
-    jg = np.zeros((m, n))
-    eg = np.zeros(m)
-    normal = np.zeros((k_dim, k_dim))
-    low = np.zeros((k_dim, k_dim))
-    rhs = np.zeros(k_dim)
-    z = np.zeros(k_dim)
-    step = np.zeros(n)
+    jg, eg, normal, low = sw.jg[:m], sw.eg[:m], sw.normal[:k_dim, :k_dim], sw.low[:k_dim, :k_dim]
+    rhs, z = sw.rhs[:k_dim], sw.z[:k_dim]
     _pose_errors(f, rig, fr, ru, w)
     for e in range(n_eff):
         b = rig.eff_bone[e]
         for a in range(3):
-            held_pts[e, a] = w.pts[e, a]
+            sw.held_pts[e, a] = w.pts[e, a]
             for c in range(3):
-                held_rot[e, a, c] = w.mrot[b, a, c]
+                sw.held_rot[e, a, c] = w.mrot[b, a, c]
     # toward the cubic in the goals' null space: alpha (v - J^T (J J^T + d I)^-1 J v)
     _jacobian_of(f, rig, fr, ru, w)
     _goal_rows(w.jac, rows, on[f], jg)
@@ -1666,15 +1736,15 @@ def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out):
         for j in range(n):
             s += jg[i, j] * v[f, j]
         eg[i] = s
-    if not _min_norm(jg, eg, damping, normal, low, rhs, z, step):
+    if not _min_norm(jg, eg, damping, normal, low, rhs, z, sw.step):
         out.status[f] = FALLBACK
         return
     for j in range(n):
-        w.dq[j] = alpha * (v[f, j] - step[j])
+        w.dq[j] = alpha * (v[f, j] - sw.step[j])
     _turn(rig, w)
     # the effectors back where they were: one minimum-norm step on the goal rows
     _pose_errors(f, rig, fr, ru, w)
-    _held_error(f, rig, fr, ru, w, effs, held_pts, held_rot, w.err, w.tmp)
+    _held_error(f, rig, fr, ru, w, effs, sw.held_pts, sw.held_rot, w.err, w.tmp)
     k = 0
     for i in range(rows.shape[0]):
         if on[f, i]:
