@@ -28,7 +28,7 @@ from jacobian_ik.solvers import (
     solve,
 )
 from jacobian_ik.solvers.rotations import quaternion_from_matrix
-from jacobian_ik.solvers.smooth import smooth
+from jacobian_ik.solvers.smooth import SINGLE, smooth
 from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solve import carry_groups
 from tests.solvers.test_flips import smooth_targets
@@ -39,9 +39,10 @@ FRAMES = 150  # at 60 the targets move so fast that no cubic follows them at 0.1
 PASSES = Settings().smooth_passes
 
 
-def rough(skel: Skeleton, rotations: np.ndarray) -> float:
-    """benchmarks/common.py's jitter measure over the solved bones."""
-    return common.rough(quaternion_from_matrix(rotations[:, np.unique(skel.dof_bone)]))
+def rough(skel: Skeleton, rotations: np.ndarray, bones: np.ndarray | None = None) -> float:
+    """benchmarks/common.py's jitter measure over ``bones`` (the solved bones)."""
+    bones = np.unique(skel.dof_bone) if bones is None else bones
+    return common.rough(quaternion_from_matrix(rotations[:, bones]))
 
 
 def humanoid(seed: int, carried: bool = False) -> tuple[Skeleton, Goals, Settings]:
@@ -126,6 +127,20 @@ def test_the_jitter_falls(solved: dict) -> None:
     assert after < 0.75 * before, (before, after)
 
 
+def test_single_chains_out_of_reach_are_smoothed(solved: dict) -> None:
+    """The trees of one goal (the feet's chains of 3): where a target is out of reach the chain
+    lies straight toward it and turns freely about that line; the smoothing takes that jitter
+    out too (solvers/smooth.py SINGLE)."""
+    before = after = 0.0
+    for kind, seed in [("humanoid", s) for s in range(3)]:
+        skel, _, _, repaired, (smoothed, _) = solved[kind, seed]
+        single = [t for t in repaired.trees if len(t) == 1]
+        bones = np.unique(skel.dof_bone[skel.dof_moves[np.concatenate(single)].any(axis=0)])
+        before += rough(skel, repaired.pose.rotations, bones)
+        after += rough(skel, smoothed.pose.rotations, bones)
+    assert after < 0.75 * before, (before, after)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_goals_stay_where_the_solve_put_them(solved: dict, case: tuple[str, int]) -> None:
     skel, goals, st, repaired, (smoothed, report) = solved[case]
@@ -137,14 +152,14 @@ def test_goals_stay_where_the_solve_put_them(solved: dict, case: tuple[str, int]
     kin = skel.forward_kinematics(smoothed.pose)
     err = np.linalg.norm(np.asarray(goals.position) - kin.points, axis=-1)
     np.testing.assert_allclose(smoothed.position_error, err, atol=1e-12)
-    # where an IK tree's goals were all met, its bones keep the solve's pose; so do the trees
-    # of one goal (solvers/smooth.py SINGLE), a tree with the trees it carries counting as one
+    # where an IK tree's goals were all met, its bones keep the solve's pose (a tree with the
+    # trees it carries counting as one); so do the trees of one goal unless SINGLE
     assert report.changed.any()
     groups = carry_groups(skel, repaired.trees)
     assert len(groups) == len(repaired.trees) - 2 * (case[0] == "carried")
     for tree in groups:
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
-        kept = np.all(met[:, tree], axis=1) | (len(tree) == 1)
+        kept = np.all(met[:, tree], axis=1) | (len(tree) == 1 and not SINGLE)
         assert kept.any() or case[0] not in ("humanoid", "carried")
         same = smoothed.pose.rotations[kept][:, bones] == repaired.pose.rotations[kept][:, bones]
         assert np.all(same)
