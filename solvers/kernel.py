@@ -471,11 +471,7 @@ def _loop(rig, frames, rules, out):
 def _frame(f, rig, fr, ru, out, w):
     """One frame's iteration (``solve._iterate``'s for one frame) in the working arrays ``w``;
     its best pose to ``out``."""
-    w.rot[:] = out.rotations[f]
-    w.prev_rot[:] = w.rot
-    w.best[:] = w.rot
-    w.best_pos[:] = 0.0  # (kept as they are when no residual is finite)
-    w.best_rot[:] = 0.0
+    _restart(w, out.rotations[f])
     best_r = np.inf
     prev_r = np.inf
     prev2_r = np.inf
@@ -549,6 +545,17 @@ def _frame(f, rig, fr, ru, out, w):
     out.rot[f] = w.best_rot
     out.iterations[f] = it
     out.reason[f] = why
+
+
+@_piece
+def _restart(w, start):
+    """The working arrays of a frame that starts from ``start``: what a fresh ``_work`` has
+    that the loop reads before it writes it."""
+    w.rot[:] = start
+    w.prev_rot[:] = start
+    w.best[:] = start
+    w.best_pos[:] = 0.0  # (kept as they are when no residual is finite)
+    w.best_rot[:] = 0.0
 
 
 @_piece
