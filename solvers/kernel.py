@@ -1273,20 +1273,24 @@ def covers_hold(problem: Any, goals: Any) -> bool:
 
 
 def _hold_loop(rig, frames, rules, held, out):
-    """Every frame in turn (the null-space steps' kernel)."""
+    """Every frame in turn (the null-space steps' kernel), with one set of working arrays
+    (each frame writes what it reads of them)."""
+    if out.rotations.shape[0] == 0:
+        return
+    w = _lean_work(rig, out.rotations[0])
+    hw = _hold_work(rig, held.primary.shape[0], held.other.shape[0], held.cols.shape[0])
     for f in range(out.rotations.shape[0]):
-        _hold_frame(f, rig, frames, rules, held, out)
+        w.rot[:] = out.rotations[f]
+        _hold_frame(f, rig, frames, rules, held, out, w, hw)
 
 
 @_compiled
-def _hold_frame(f, rig, fr, ru, hd, out):
-    """One frame's null-space steps (priority._null_space_steps for one frame)."""
-    w = _work(rig, out.rotations[f])
-    n_p, n_o, nc = hd.primary.shape[0], hd.other.shape[0], hd.cols.shape[0]
-    if n_p > nc:
+def _hold_frame(f, rig, fr, ru, hd, out, w, hw):
+    """One frame's null-space steps (priority._null_space_steps for one frame), from the pose
+    in ``w.rot``."""
+    if hd.primary.shape[0] > hd.cols.shape[0]:
         out.status[f] = FALLBACK
         return
-    hw = _hold_work(rig, n_p, n_o, nc)
     _pose_errors(f, rig, fr, ru, w)
     for i in range(hd.prim_eff.shape[0]):  # where (A) left the primaries, and how near
         e = hd.prim_eff[i]
