@@ -21,12 +21,12 @@ A second compiled loop, ``hold``, runs goal priority's null-space steps (solvers
 (B)) per frame with the same pieces (forward kinematics, errors, Jacobian over every DOF that
 moves a goal, Cholesky): the same steps as priority's numpy loop, equal to rounding
 (tests/solvers/test_priority.py); it compiles at its first use, on the first rig whose goals
-have two levels (about 20-40 s, then cached like the first). A third, ``smooth_move``, runs
-the jitter smoothing's move per frame (solvers/smooth.py): the goal rows' null-space
-projection of the step toward the cubic and the minimum-norm step that puts the effectors
-back, with the position rows in model space as numpy forms them (the same damped matrix), on
-the rows of the trees that move at the frame; compiled the first time a bake smooths (about
-20 s, cached).
+have two levels (about 20-40 s, then cached like the first). A third, ``smooth_passes``, runs
+the jitter smoothing's passes (solvers/smooth.py) frame by frame: the step toward the cubic,
+its projection onto the goal rows' null space and the minimum-norm step that puts the
+effectors back (position rows in model space as numpy forms them: the same damped matrix; on
+the rows of the trees that move at the frame: J J^T has a block per tree), the tests and
+what each tree keeps; compiled the first time a bake smooths (about 30 s, cached).
 
 numba is optional: the extension zip carries its wheels where they exist (README), and without
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
@@ -1568,55 +1568,51 @@ def _held_error(f, rig, fr, ru, w, effs, held_pts, held_rot, err6, tmp):
         _angle_axis(tmp, err6, e)
 
 
-# -- the jitter smoothing's move (solvers/smooth.py ``_Run.step``) --------------------------
+# -- the jitter smoothing's passes (solvers/smooth.py) -------------------------------------
 
 
-class SmoothOut(NamedTuple):
-    """Per frame: the pose (in: before the move; out: after it), the goals' errors there, and
-    0 or FALLBACK (a matrix was not positive definite: the frame is left as it was)."""
+class SmoothFixed(NamedTuple):
+    """What the smoothing's passes read and do not change (solvers/smooth.py ``_Run``)."""
+
+    row_tree: NDArray[np.intp]  # (rows,) the tree (a carry group) of each goal row
+    goal_tree: NDArray[np.intp]  # (E,) and of each goal
+    bone_tree: NDArray[np.intp]  # (B,) and of each bone (-1: no tree moves it)
+    max_pos: Array  # (F, E) how far off each goal may end (admissible as the flip repair's)
+    max_rot: Array
+    passes: int
+    alpha: float  # smooth.ALPHA
+    damping: float  # smooth.DAMPING
+    window_cos: float  # cos(smooth.WINDOW / 2)
+    deviation: float  # smooth.DEVIATION
+    angle: float  # Settings.flip_angle (inf: no jump test)
+
+
+class SmoothState(NamedTuple):
+    """What the passes change: the poses, which (frame, tree) may still move, the refusals in a
+    row, the frames changed."""
 
     rotations: Array  # (F, B, 3, 3)
-    pos: Array  # (F, E)
-    rot: Array
-    status: NDArray[np.intp]  # (F,)
+    loose: NDArray[np.bool_]  # (F, T)
+    refused: NDArray[np.intp]  # (F, T)
+    changed: NDArray[np.bool_]  # (F,)
 
 
-def smooth_move(
-    problem: Any,
-    goals: Any,
-    start: Pose,
-    v: Array,
-    on: NDArray[np.bool_],
-    alpha: float,
-    damping: float,
-) -> SmoothOut:
-    """The smoothing pass's move of every frame of ``start`` by the compiled loop, where
-    ``covers_smooth``: ``alpha`` times the DOF step ``v`` (F, n) projected onto the null space
-    of the goal rows, then one minimum-norm step that puts the effectors back (both with
-    J J^T + ``damping`` I), on the rows ``on`` (F, rows) of each frame: the rows of the
-    trees that move there (the others' rows and DOFs form blocks of J J^T that the move leaves
-    alone). Raises KernelUnavailable when the kernel does not run here."""
-    frames, n_eff = goals.frames, problem.skel.n_effectors
-    out = SmoothOut(
-        np.array(start.rotations, dtype=np.float64, order="C"),
-        np.zeros((frames, n_eff)),
-        np.zeros((frames, n_eff)),
-        np.zeros(frames, dtype=np.intp),
-    )
-    step = np.ascontiguousarray(v, dtype=np.float64)
-    rows_on = np.ascontiguousarray(on, dtype=np.bool_)
+def smooth_passes(
+    problem: Any, goals: Any, pose: Pose, fixed: SmoothFixed, state: SmoothState
+) -> None:
+    """The smoothing's passes (solvers/smooth.py ``smooth``) by the compiled loop, where
+    ``covers_smooth``, on ``state`` in place. Raises KernelUnavailable when the kernel does not
+    run here."""
     # the position rows in model space, as smooth.py's numpy forms them: the same J J^T, so the
     # same damping (near a straight chain's singularity, damping the world-space rows of a
     # scaled armature moved the null space's step by 1 % of itself)
     rules = _rules(problem, goals, 0.0, 0.0)._replace(identity=True)
-    args = (_rig_every(problem), _frames(problem, goals, start), rules, step, rows_on)
-    _call(*args, float(alpha), float(damping), out, loop=2)
-    return out
+    _call(_rig_every(problem), _frames(problem, goals, pose), rules, fixed, state, loop=2)
 
 
 def covers_smooth(problem: Any, goals: Any) -> bool:
-    """Whether ``smooth_move`` covers the problem: the kernel's rigs, goal rows only (no poles,
-    aim goals, balance or goals switched per frame)."""
+    """Whether ``smooth_passes`` covers the problem: the kernel's rigs, goal rows only (no
+    poles, aim goals, balance or goals switched per frame)."""
     if not _covers_rig(problem.skel, problem.settings):
         return False
     if problem.aim.size or problem.balance or problem.sec_rows.size:
@@ -1624,15 +1620,129 @@ def covers_smooth(problem: Any, goals: Any) -> bool:
     return goals.on is None
 
 
-def _smooth_loop(rig, frames, rules, v, on, alpha, damping, out):
-    """Every frame in turn (the smoothing move's kernel), with one set of working arrays."""
-    if out.rotations.shape[0] == 0:
+def _smooth_loop(rig, fr, ru, sf, st):
+    """The passes: even frames, then odd ones, each half's steps toward the cubic taken from
+    the poses as they stand, then each frame moved, tested and kept per tree (the kernel)."""
+    frames, n = st.rotations.shape[0], rig.dof_bone.shape[0]
+    if frames == 0:
         return
-    w = _lean_work(rig, out.rotations[0])
+    w = _lean_work(rig, st.rotations[0])
     sw = _smooth_work(rig)
-    for f in range(out.rotations.shape[0]):
-        w.rot[:] = out.rotations[f]
-        _smooth_frame(f, rig, frames, rules, v, on, alpha, damping, out, w, sw)
+    v = np.zeros((frames, n))
+    go = np.zeros(frames, dtype=np.bool_)
+    post = np.zeros((rig.parents.shape[0], 3))
+    q = np.zeros((5, 4))
+    bad = np.zeros(st.loose.shape[1], dtype=np.bool_)
+    for _ in range(sf.passes):
+        moved = False
+        for half in range(2):
+            for f in range(half, frames, 2):
+                go[f] = _any_loose(st.loose[f]) and _target(f, rig, sf, st, v, post, q)
+            for f in range(half, frames, 2):
+                if go[f] and _smooth_frame(f, rig, fr, ru, sf, st, v, w, sw, bad):
+                    moved = True
+        if not moved:
+            break
+
+
+@_piece
+def _any_loose(row):
+    for t in range(row.shape[0]):
+        if row[t]:
+            return True
+    return False
+
+
+@_piece
+def _quaternion(m, q, k):
+    """``q[k]`` = the unit quaternion (w, x, y, z), w >= 0, of the rotation ``m``
+    (rotations.quaternion_from_matrix: Shepperd's method)."""
+    tr = m[0, 0] + m[1, 1] + m[2, 2]
+    best, top = 0, tr
+    for i in range(3):
+        d = 2.0 * m[i, i] - tr
+        if d > top:
+            best, top = i + 1, d
+    if best == 0:
+        a, b, c, d = 1.0 + tr, m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]
+    elif best == 1:
+        a, b = m[2, 1] - m[1, 2], 1.0 + m[0, 0] - m[1, 1] - m[2, 2]
+        c, d = m[0, 1] + m[1, 0], m[0, 2] + m[2, 0]
+    elif best == 2:
+        a, b = m[0, 2] - m[2, 0], m[0, 1] + m[1, 0]
+        c, d = 1.0 - m[0, 0] + m[1, 1] - m[2, 2], m[1, 2] + m[2, 1]
+    else:
+        a, b = m[1, 0] - m[0, 1], m[0, 2] + m[2, 0]
+        c, d = m[1, 2] + m[2, 1], 1.0 - m[0, 0] - m[1, 1] + m[2, 2]
+    norm = math.sqrt(a * a + b * b + c * c + d * d)
+    sign = -1.0 if a / norm < 0.0 else 1.0
+    q[k, 0], q[k, 1], q[k, 2], q[k, 3] = (
+        sign * a / norm,
+        sign * b / norm,
+        sign * c / norm,
+        sign * d / norm,
+    )
+
+
+@_piece
+def _target(f, rig, sf, st, v, post, q):
+    """``v[f]``: the DOF step of frame ``f`` toward the cubic through its two neighbours on
+    either side, over the bones of its loose trees (smooth._Run.targets); False when every
+    bone lies within ``deviation`` of its cubic."""
+    rot = st.rotations
+    peak = 0.0
+    for b in range(post.shape[0]):
+        post[b, 0] = post[b, 1] = post[b, 2] = 0.0
+        t = sf.bone_tree[b]
+        if t < 0 or not st.loose[f, t]:
+            continue
+        for k in range(5):
+            _quaternion(rot[f - 2 + k, b], q, k)
+        for k in range(5):  # one hemisphere with the frame's own
+            if q[k, 0] * q[2, 0] + q[k, 1] * q[2, 1] + q[k, 2] * q[2, 2] + q[k, 3] * q[2, 3] < 0.0:
+                for i in range(4):
+                    q[k, i] = -q[k, i]
+        dots = 2.0
+        for k in range(4):
+            d = abs(
+                q[k + 1, 0] * q[k, 0]
+                + q[k + 1, 1] * q[k, 1]
+                + q[k + 1, 2] * q[k, 2]
+                + q[k + 1, 3] * q[k, 3]
+            )
+            dots = min(dots, d)
+        if not dots > sf.window_cos:  # the bone jumps within its stencil: it stays
+            continue
+        m0 = (-q[0, 0] + 4.0 * q[1, 0] + 4.0 * q[3, 0] - q[4, 0]) / 6.0
+        m1 = (-q[0, 1] + 4.0 * q[1, 1] + 4.0 * q[3, 1] - q[4, 1]) / 6.0
+        m2 = (-q[0, 2] + 4.0 * q[1, 2] + 4.0 * q[3, 2] - q[4, 2]) / 6.0
+        m3 = (-q[0, 3] + 4.0 * q[1, 3] + 4.0 * q[3, 3] - q[4, 3]) / 6.0
+        mn = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2 + m3 * m3)
+        m0, m1, m2, m3 = m0 / mn, m1 / mn, m2 / mn, m3 / mn
+        a0, a1, a2, a3 = q[2, 0], q[2, 1], q[2, 2], q[2, 3]
+        # R_a exp(d) = R_b: the vector part of conj(a) b scaled to its angle (smooth._turn)
+        dw = a0 * m0 + a1 * m1 + a2 * m2 + a3 * m3
+        v0 = a0 * m1 - m0 * a1 - (a2 * m3 - a3 * m2)
+        v1 = a0 * m2 - m0 * a2 - (a3 * m1 - a1 * m3)
+        v2 = a0 * m3 - m0 * a3 - (a1 * m2 - a2 * m1)
+        sn = math.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+        scale = 2.0 * math.atan2(sn, dw) / sn if sn > 1e-300 else 2.0
+        post[b, 0], post[b, 1], post[b, 2] = v0 * scale, v1 * scale, v2 * scale
+        peak = max(peak, sn * scale)
+    if not peak > sf.deviation:
+        return False
+    for j in range(v.shape[1]):
+        b, a = rig.dof_bone[j], rig.dof_axis[j]
+        if rig.dof_pre[j]:  # exp(d) R: the same turn in the parent's frame
+            val = (
+                rot[f, b, a, 0] * post[b, 0]
+                + rot[f, b, a, 1] * post[b, 1]
+                + rot[f, b, a, 2] * post[b, 2]
+            )
+        else:
+            val = post[b, a]
+        v[f, j] = val * rig.dof_w[j]
+    return True
 
 
 class SmoothWork(NamedTuple):
@@ -1647,6 +1757,7 @@ class SmoothWork(NamedTuple):
     rhs: Array
     z: Array
     step: Array  # (n,)
+    on: NDArray[np.bool_]  # (rows,) the rows of the trees that move
 
 
 @_piece
@@ -1663,6 +1774,7 @@ def _smooth_work(rig):
         np.zeros(k_dim),
         np.zeros(k_dim),
         np.zeros(n),
+        np.zeros(m, dtype=np.bool_),
     )
 
 
@@ -1730,14 +1842,16 @@ def _min_norm(jg, e, damping, normal, low, rhs, z, dq):
 
 
 @_compiled
-def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out, w, sw):
-    """One frame's move (``smooth._Run.step`` up to its tests, for one frame), from the pose
-    in ``w.rot``."""
-    rows = rig.rows
+def _smooth_move(f, rig, fr, ru, vf, alpha, damping, w, sw):
+    """Frame ``f`` from the pose in ``w.rot``: ``alpha`` times ``vf`` projected onto the null
+    space of the goal rows ``sw.on``, then one minimum-norm step that puts the effectors back,
+    then the goals' errors (smooth._Run._move); False when a matrix is not positive
+    definite."""
+    rows, on = rig.rows, sw.on
     n, n_eff = rig.dof_bone.shape[0], rig.eff_bone.shape[0]
     m = 0
     for i in range(rows.shape[0]):
-        m += 1 if on[f, i] else 0
+        m += 1 if on[i] else 0
     k_dim = m if m <= n else n
     effs = np.arange(n_eff)
     jg, eg, normal, low = sw.jg[:m], sw.eg[:m], sw.normal[:k_dim, :k_dim], sw.low[:k_dim, :k_dim]
@@ -1751,38 +1865,89 @@ def _smooth_frame(f, rig, fr, ru, v, on, alpha, damping, out, w, sw):
                 sw.held_rot[e, a, c] = w.mrot[b, a, c]
     # toward the cubic in the goals' null space: alpha (v - J^T (J J^T + d I)^-1 J v)
     _jacobian_of(f, rig, fr, ru, w)
-    _goal_rows(w.jac, rows, on[f], jg)
+    _goal_rows(w.jac, rows, on, jg)
     for i in range(m):
         s = 0.0
         for j in range(n):
-            s += jg[i, j] * v[f, j]
+            s += jg[i, j] * vf[j]
         eg[i] = s
     if not _min_norm(jg, eg, damping, normal, low, rhs, z, sw.step):
-        out.status[f] = FALLBACK
-        return
+        return False
     for j in range(n):
-        w.dq[j] = alpha * (v[f, j] - sw.step[j])
+        w.dq[j] = alpha * (vf[j] - sw.step[j])
     _turn(rig, w)
     # the effectors back where they were: one minimum-norm step on the goal rows
     _pose_errors(f, rig, fr, ru, w)
     _held_error(f, rig, fr, ru, w, effs, sw.held_pts, sw.held_rot, w.err, w.tmp)
     k = 0
     for i in range(rows.shape[0]):
-        if on[f, i]:
+        if on[i]:
             eg[k] = w.err[rows[i] // 6, rows[i] % 6]
             k += 1
     _jacobian_of(f, rig, fr, ru, w)
-    _goal_rows(w.jac, rows, on[f], jg)
+    _goal_rows(w.jac, rows, on, jg)
     if not _min_norm(jg, eg, damping, normal, low, rhs, z, w.dq):
-        out.status[f] = FALLBACK
-        return
+        return False
     _turn(rig, w)
     _pose_errors(f, rig, fr, ru, w)
-    out.rotations[f] = w.rot
-    out.pos[f] = w.pos_e
-    out.rot[f] = w.rot_e
+    return True
+
+
+@_piece
+def _turn_angle(a, b):
+    """The angle of R_a^T R_b (flips.turn_angles)."""
+    tr = 0.0
+    for i in range(3):
+        for j in range(3):
+            tr += a[i, j] * b[i, j]
+    return math.acos(min(1.0, max(-1.0, (tr - 1.0) / 2.0)))
+
+
+@_compiled
+def _smooth_frame(f, rig, fr, ru, sf, st, v, w, sw, bad):
+    """Frame ``f``'s move, kept by each tree whose goals stay admissible and none of whose
+    bones jumps to a neighbour where it did not (smooth._Run.step); whether one kept it."""
+    loose, rows = st.loose, rig.rows
+    for i in range(rows.shape[0]):
+        sw.on[i] = loose[f, sf.row_tree[i]]
+    w.rot[:] = st.rotations[f]
+    ok = _smooth_move(f, rig, fr, ru, v[f], sf.alpha, sf.damping, w, sw)
+    bad[:] = not ok  # (a matrix that was not positive definite: refused)
+    if ok:
+        for e in range(w.pos_e.shape[0]):
+            if w.pos_e[e] > sf.max_pos[f, e] or w.rot_e[e] > sf.max_rot[f, e]:
+                bad[sf.goal_tree[e]] = True
+        for b in range(rig.parents.shape[0]):
+            t = sf.bone_tree[b]
+            if t < 0 or not loose[f, t] or bad[t]:
+                continue
+            if not _finite(w.rot[b : b + 1]):
+                bad[t] = True
+                continue
+            for side in (-1, 1):
+                near = st.rotations[f + side, b]
+                now = _turn_angle(near, w.rot[b]) > sf.angle
+                if now and not _turn_angle(near, st.rotations[f, b]) > sf.angle:
+                    bad[t] = True
+    took = False
+    for t in range(loose.shape[1]):
+        if not loose[f, t]:  # not tried here: not taken
+            bad[t] = True
+            st.refused[f, t] = 0
+            continue
+        st.refused[f, t] = st.refused[f, t] + 1 if bad[t] else 0
+        if st.refused[f, t] >= 2:  # refused twice in a row: stays as it is here
+            loose[f, t] = False
+        took = took or not bad[t]
+    if took:
+        for b in range(rig.parents.shape[0]):
+            t = sf.bone_tree[b]
+            if t >= 0 and not bad[t]:
+                st.rotations[f, b] = w.rot[b]
+        st.changed[f] = True
+    return took
 
 
 LOOPS = (_loop, _hold_loop, _smooth_loop)
 """The kernels, by number: the converge-mode loop, goal priority's null-space steps and the
-jitter smoothing's move."""
+jitter smoothing's passes."""

@@ -28,13 +28,14 @@ spread it over its neighbours).
 
 The goals' errors stay within those bounds, the reasons and iterations are the solve's; the
 poses of the smoothed frames are no longer a solve of that frame alone (they differ from it in
-the goals' null space only). Deterministic (fixed passes, no randomness). The move of each pass
-runs in the compiled loop where it covers the rig (solvers/kernel.py ``smooth_move``: the
-converge-mode loop's forward kinematics, Jacobian and Cholesky per frame), in numpy elsewhere,
-with the same results to rounding (tests); the rest of a pass is numpy. On six captured zoo
-bakes (humanoids with a shared chest, a double-Y tree, seeds 606 and 707) the smoothing took
-0.08-0.13 s against 0.17-0.88 s all in numpy (one of them 3 s while a test run shared the
-machine: numpy's batched solves of 20-40 rows per frame).
+the goals' null space only). Deterministic (fixed passes, no randomness). The passes run in
+the compiled loop where it covers the rig (solvers/kernel.py ``smooth_passes``: the same
+stencil, move and tests per frame with the converge-mode loop's forward kinematics, Jacobian
+and Cholesky; a frame whose matrix is not positive definite is refused there, the numpy
+passes would take the SVD), in numpy elsewhere, with the same results to rounding (tests).
+On six captured zoo bakes (humanoids with a shared chest, a double-Y tree, two spiders; seeds
+606 and 707) the smoothing takes 0.02-0.07 s against 0.17-0.88 s in numpy (once 3 s while
+a test run shared the machine: numpy's batched solves of 20-40 rows per frame).
 """
 
 from __future__ import annotations
@@ -102,25 +103,8 @@ def smooth(
     if run.loose is None:
         return result, report
     pose = result.pose.copy()
-    parity = np.arange(frames) % 2
-    for _ in range(passes):
-        moved = False
-        # even frames, then odd ones: a frame moves while its neighbours hold still, so the test
-        # against new jumps (``_Run.step``) is exact
-        for half in (0, 1):
-            active = np.flatnonzero(run.loose.any(axis=1) & (parity == half))
-            at, toward = run.targets(pose, active)
-            if at.size == 0:
-                continue
-            keep, new = run.step(pose, toward, at)  # (F', B) the bones that take the pass
-            f, b = np.nonzero(keep)
-            pose.rotations[at[f], b] = new.rotations[f, b]
-            pose.locations[at[f], b] = new.locations[f, b]  # the correction moves every DOF
-            pose.stretch[at[f], b] = new.stretch[f, b]
-            report.changed[at[f]] = True
-            moved |= bool(f.size)
-        if not moved:
-            break
+    if not (run.compiled and run.passes_compiled(pose, passes, report)):
+        run.passes(pose, passes, report)
     if not report.changed.any():
         return result, report
     err = run.problem.errors(skeleton.forward_kinematics(pose), g)
@@ -172,6 +156,62 @@ class _Run:
         self.post = skel.dof_kind == ROT_POST
         self.pre = skel.dof_kind == ROT_PRE
 
+    def passes(self, pose: Pose, passes: int, report: Smoothing) -> None:
+        """The passes on ``pose`` in place (numpy)."""
+        assert self.loose is not None
+        parity = np.arange(pose.frames) % 2
+        for _ in range(passes):
+            moved = False
+            # even frames, then odd ones: a frame moves while its neighbours hold still, so the
+            # test against new jumps (``step``) is exact
+            for half in (0, 1):
+                active = np.flatnonzero(self.loose.any(axis=1) & (parity == half))
+                at, toward = self.targets(pose, active)
+                if at.size == 0:
+                    continue
+                keep, new = self.step(pose, toward, at)  # (F', B) the bones that take the pass
+                f, b = np.nonzero(keep)
+                pose.rotations[at[f], b] = new.rotations[f, b]
+                pose.locations[at[f], b] = new.locations[f, b]  # the correction moves every DOF
+                pose.stretch[at[f], b] = new.stretch[f, b]
+                report.changed[at[f]] = True
+                moved |= bool(f.size)
+            if not moved:
+                break
+
+    def passes_compiled(self, pose: Pose, passes: int, report: Smoothing) -> bool:
+        """The passes by the compiled loop (solvers/kernel.py ``smooth_passes``; rotations only,
+        which is what it covers); False when the kernel does not run here (then nothing has
+        changed)."""
+        assert self.loose is not None
+        fixed = kernel.SmoothFixed(
+            self.tree_of[self.rows // 6],
+            self.tree_of,
+            self.bone_tree,
+            np.ascontiguousarray(self.max_pos, dtype=np.float64),
+            np.ascontiguousarray(self.max_rot, dtype=np.float64),
+            int(passes),
+            ALPHA,
+            DAMPING,
+            float(np.cos(WINDOW / 2)),
+            float(DEVIATION),
+            float(self.settings.flip_angle or np.inf),
+        )
+        state = kernel.SmoothState(
+            np.array(pose.rotations, dtype=np.float64, order="C"),
+            self.loose.copy(),
+            self.refused.copy(),
+            np.zeros(pose.frames, dtype=np.bool_),
+        )
+        try:
+            kernel.smooth_passes(self.problem, self.g, pose, fixed, state)
+        except kernel.KernelUnavailable:
+            return False
+        pose.rotations[:] = state.rotations
+        report.changed[:] = state.changed
+        self.loose[:], self.refused[:] = state.loose, state.refused
+        return True
+
     def targets(self, pose: Pose, frames: NDArray[np.intp]) -> tuple[NDArray[np.intp], Array]:
         """Of ``frames``, the ones off their cubic, and each one's DOF step toward it (F', n)."""
         skel = self.skel
@@ -204,8 +244,7 @@ class _Run:
         assert self.loose is not None
         pose = whole.take(frames)
         tried = self.loose[frames]
-        on = tried[:, self.tree_of[self.rows // 6]]  # (F', rows) the rows of the moving trees
-        new, err_pos, err_rot = self._move(pose, v, on, self.g.take(frames))
+        new, err_pos, err_rot = self._move(pose, v, self.g.take(frames))
         bad = (err_pos > self.max_pos[frames]) | (err_rot > self.max_rot[frames])
         tree_bad = bad.astype(float) @ self.goal_in > 0
         # no new jump: a bone's turn to a neighbour over flip_angle only where it was before
@@ -226,33 +265,9 @@ class _Run:
         take = tried & ~tree_bad
         return take.astype(float) @ self.bone_in.T > 0, new
 
-    def _move(
-        self, pose: Pose, v: Array, on: NDArray[np.bool_], g: PreparedGoals
-    ) -> tuple[Pose, Array, Array]:
+    def _move(self, pose: Pose, v: Array, g: PreparedGoals) -> tuple[Pose, Array, Array]:
         """The pass's move of ``pose``: ``ALPHA`` times ``v`` in the goals' null space, then the
-        effectors put back; (the new poses, the goals' position and rotation errors there).
-        The compiled loop (solvers/kernel.py ``smooth_move``) where it covers the problem, on
-        the rows ``on`` of the trees that move at each frame (the same step: J J^T has a block
-        per tree and ``v`` is 0 on the others' DOFs), with the same results to rounding; numpy
-        elsewhere and for the frames it hands back."""
-        if self.compiled:
-            try:
-                out = kernel.smooth_move(self.problem, g, pose, v, on, ALPHA, DAMPING)
-            except kernel.KernelUnavailable:
-                self.compiled = False
-            else:
-                new = Pose(out.rotations, pose.locations.copy(), pose.stretch.copy())
-                back = np.flatnonzero(out.status == kernel.FALLBACK)
-                if back.size:
-                    part, out.pos[back], out.rot[back] = self._move_numpy(
-                        pose.take(back), v[back], g.take(back)
-                    )
-                    new.put(back, part)
-                return new, out.pos, out.rot
-        return self._move_numpy(pose, v, g)
-
-    def _move_numpy(self, pose: Pose, v: Array, g: PreparedGoals) -> tuple[Pose, Array, Array]:
-        """``_move`` in numpy."""
+        effectors put back; (the new poses, the goals' position and rotation errors there)."""
         skel = self.skel
         kin = skel.forward_kinematics(pose)
         new = skel.apply(pose, ALPHA * _null(self._jacobian(kin), v))
