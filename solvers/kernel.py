@@ -462,7 +462,7 @@ def _loop(rig, frames, rules, out):
     per frame cost about a quarter of a short solve (the Newton pair alone is n x n twice)."""
     if out.rotations.shape[0] == 0:
         return
-    w = _work(rig, out.rotations[0])
+    w = _work(rig, out.rotations[0], True)
     for f in range(out.rotations.shape[0]):
         _frame(f, rig, frames, rules, out, w)
 
@@ -559,42 +559,46 @@ def _restart(w, start):
 
 
 @_piece
-def _work(rig, start):
-    """A frame's working arrays, the pose from ``start``."""
-    n_bones = rig.parents.shape[0]
+def _work(rig, start, full):
+    """The working arrays, the pose from ``start``; with ``full`` False only what forward
+    kinematics, the errors, the Jacobian and the update use (the loop's others empty: the
+    Newton step's n x n pair alone is 150 kB to clear on a 96-DOF rig)."""
     n_eff = rig.eff_bone.shape[0]
     n = rig.dof_bone.shape[0]
-    m = rig.rows.shape[0]
+    m = rig.rows.shape[0] if full else 0
     k_dim = m if m <= n else n
+    b_f = rig.parents.shape[0] if full else 0  # the sizes of what only the loop uses
+    e_f = n_eff if full else 0
+    n_f = n if full else 0
     return Work(
         start.copy(),
-        start.copy(),
-        start.copy(),
-        np.zeros(n_eff),
-        np.zeros(n_eff),
-        np.zeros((n_bones, 3, 3)),
-        np.zeros((n_bones, 3)),
+        start[:b_f].copy(),
+        start[:b_f].copy(),
+        np.zeros(e_f),
+        np.zeros(e_f),
+        np.zeros((rig.parents.shape[0], 3, 3)),
+        np.zeros((rig.parents.shape[0], 3)),
         np.zeros((n_eff, 3)),
         np.zeros((n_eff, 6)),
         np.zeros(n_eff),
         np.zeros(n_eff),
         np.zeros((n_eff * 6, n)),
-        np.zeros((m, n)),
+        np.zeros((m, n_f)),
         np.zeros(m),
         np.zeros((k_dim, k_dim)),
         np.zeros((k_dim, k_dim)),
         np.zeros(k_dim),
         np.zeros(k_dim),
-        np.zeros(n),
+        np.zeros(n_f),
         np.zeros(n),
         np.zeros((3, 3)),
         np.zeros((n, 3)),
-        np.zeros((n, n)),
-        np.zeros((n, n)),
-        np.zeros(n),
-        np.zeros((n, 3)),
-        np.zeros((n, 3)),
-        np.zeros((n_eff, 3)),
+        np.zeros((n_f, n_f)),
+        np.zeros((n_f, n_f)),
+        np.zeros(n_f),
+        np.zeros((n_f, 3)),
+        np.zeros((n_f, 3)),
+        np.zeros((e_f, 3)),
     )
 
 
@@ -1277,7 +1281,7 @@ def _hold_loop(rig, frames, rules, held, out):
     (each frame writes what it reads of them)."""
     if out.rotations.shape[0] == 0:
         return
-    w = _lean_work(rig, out.rotations[0])
+    w = _work(rig, out.rotations[0], False)
     hw = _hold_work(rig, held.primary.shape[0], held.other.shape[0], held.cols.shape[0])
     for f in range(out.rotations.shape[0]):
         w.rot[:] = out.rotations[f]
@@ -1292,13 +1296,9 @@ def _hold_frame(f, rig, fr, ru, hd, out, w, hw):
         out.status[f] = FALLBACK
         return
     _pose_errors(f, rig, fr, ru, w)
-    for i in range(hd.prim_eff.shape[0]):  # where (A) left the primaries, and how near
+    _hold_here(rig, w, hd.prim_eff, hw.held_pts, hw.held_rot)  # where (A) left the primaries
+    for i in range(hd.prim_eff.shape[0]):  # and how near
         e = hd.prim_eff[i]
-        b = rig.eff_bone[e]
-        for a in range(3):
-            hw.held_pts[i, a] = w.pts[e, a]
-            for c in range(3):
-                hw.held_rot[i, a, c] = w.mrot[b, a, c]
         hw.max_pos[i] = max(w.pos_e[e], hd.tol) + 0.1 * hd.tol
         hw.max_rot[i] = max(w.rot_e[e], hd.rtol) + 0.1 * hd.rtol
     energy = _other_energy(hd, w)
@@ -1542,6 +1542,19 @@ def _hold_step(f, rig, fr, ru, hd, w, hw):
 
 
 @_piece
+def _hold_here(rig, w, effs, held_pts, held_rot):
+    """``held_pts`` and ``held_rot`` (indexed like ``effs``): where the effectors ``effs`` are
+    and how they are turned (``w`` after ``_pose_errors``), for ``_held_error``."""
+    for i in range(effs.shape[0]):
+        e = effs[i]
+        b = rig.eff_bone[e]
+        for a in range(3):
+            held_pts[i, a] = w.pts[e, a]
+            for c in range(3):
+                held_rot[i, a, c] = w.mrot[b, a, c]
+
+
+@_piece
 def _held_error(f, rig, fr, ru, w, effs, held_pts, held_rot, err6, tmp):
     """``err6`` rows of the effectors ``effs``: from where they are (``w``, after
     ``_pose_errors``) to ``held_pts`` and ``held_rot`` (indexed like ``effs``), in the
@@ -1626,7 +1639,7 @@ def _smooth_loop(rig, fr, ru, sf, st):
     frames, n = st.rotations.shape[0], rig.dof_bone.shape[0]
     if frames == 0:
         return
-    w = _lean_work(rig, st.rotations[0])
+    w = _work(rig, st.rotations[0], False)
     sw = _smooth_work(rig)
     v = np.zeros((frames, n))
     go = np.zeros(frames, dtype=np.bool_)
@@ -1637,20 +1650,12 @@ def _smooth_loop(rig, fr, ru, sf, st):
         moved = False
         for half in range(2):
             for f in range(half, frames, 2):
-                go[f] = _any_loose(st.loose[f]) and _target(f, rig, sf, st, v, post, q)
+                go[f] = st.loose[f].any() and _target(f, rig, sf, st, v, post, q)
             for f in range(half, frames, 2):
                 if go[f] and _smooth_frame(f, rig, fr, ru, sf, st, v, w, sw, bad):
                     moved = True
         if not moved:
             break
-
-
-@_piece
-def _any_loose(row):
-    for t in range(row.shape[0]):
-        if row[t]:
-            return True
-    return False
 
 
 @_piece
@@ -1758,6 +1763,7 @@ class SmoothWork(NamedTuple):
     z: Array
     step: Array  # (n,)
     on: NDArray[np.bool_]  # (rows,) the rows of the trees that move
+    effs: NDArray[np.intp]  # (E,) every effector
 
 
 @_piece
@@ -1775,47 +1781,7 @@ def _smooth_work(rig):
         np.zeros(k_dim),
         np.zeros(n),
         np.zeros(m, dtype=np.bool_),
-    )
-
-
-@_piece
-def _lean_work(rig, start):
-    """A ``Work`` with what forward kinematics, the errors, the Jacobian and the update use;
-    the loop's other arrays empty (the Newton step's n x n pair alone is 150 kB to clear on a
-    96-DOF rig)."""
-    n_bones = rig.parents.shape[0]
-    n_eff = rig.eff_bone.shape[0]
-    n = rig.dof_bone.shape[0]
-    none3 = np.zeros((0, 3, 3))
-    return Work(
-        start.copy(),
-        none3,
-        none3,
-        np.zeros(0),
-        np.zeros(0),
-        np.zeros((n_bones, 3, 3)),
-        np.zeros((n_bones, 3)),
-        np.zeros((n_eff, 3)),
-        np.zeros((n_eff, 6)),
-        np.zeros(n_eff),
-        np.zeros(n_eff),
-        np.zeros((n_eff * 6, n)),
-        np.zeros((0, 0)),
-        np.zeros(0),
-        np.zeros((0, 0)),
-        np.zeros((0, 0)),
-        np.zeros(0),
-        np.zeros(0),
-        np.zeros(0),
-        np.zeros(n),
-        np.zeros((3, 3)),
-        np.zeros((n, 3)),
-        np.zeros((0, 0)),
-        np.zeros((0, 0)),
-        np.zeros(0),
-        np.zeros((0, 3)),
-        np.zeros((0, 3)),
-        np.zeros((0, 3)),
+        np.arange(n_eff),
     )
 
 
@@ -1848,21 +1814,15 @@ def _smooth_move(f, rig, fr, ru, vf, alpha, damping, w, sw):
     then the goals' errors (smooth._Run._move); False when a matrix is not positive
     definite."""
     rows, on = rig.rows, sw.on
-    n, n_eff = rig.dof_bone.shape[0], rig.eff_bone.shape[0]
+    n = rig.dof_bone.shape[0]
     m = 0
     for i in range(rows.shape[0]):
         m += 1 if on[i] else 0
     k_dim = m if m <= n else n
-    effs = np.arange(n_eff)
     jg, eg, normal, low = sw.jg[:m], sw.eg[:m], sw.normal[:k_dim, :k_dim], sw.low[:k_dim, :k_dim]
     rhs, z = sw.rhs[:k_dim], sw.z[:k_dim]
     _pose_errors(f, rig, fr, ru, w)
-    for e in range(n_eff):
-        b = rig.eff_bone[e]
-        for a in range(3):
-            sw.held_pts[e, a] = w.pts[e, a]
-            for c in range(3):
-                sw.held_rot[e, a, c] = w.mrot[b, a, c]
+    _hold_here(rig, w, sw.effs, sw.held_pts, sw.held_rot)
     # toward the cubic in the goals' null space: alpha (v - J^T (J J^T + d I)^-1 J v)
     _jacobian_of(f, rig, fr, ru, w)
     _goal_rows(w.jac, rows, on, jg)
@@ -1878,7 +1838,7 @@ def _smooth_move(f, rig, fr, ru, vf, alpha, damping, w, sw):
     _turn(rig, w)
     # the effectors back where they were: one minimum-norm step on the goal rows
     _pose_errors(f, rig, fr, ru, w)
-    _held_error(f, rig, fr, ru, w, effs, sw.held_pts, sw.held_rot, w.err, w.tmp)
+    _held_error(f, rig, fr, ru, w, sw.effs, sw.held_pts, sw.held_rot, w.err, w.tmp)
     k = 0
     for i in range(rows.shape[0]):
         if on[i]:

@@ -72,7 +72,7 @@ its turn about the line to a target out of reach, and there half of its samples 
 cubic (two spiders of zoo seed 606: 52-55 % of the samples at unmet frames, 1-4 % at met ones):
 4.7-10.5 % of all their samples against Blender's 1.9-4.7 %. Smoothed, the limbs and tentacles
 of seed 606 go from 6.6, 4.7, 10.5, 2.1 and 5.1 % to 4.9, 2.2, 5.5, 1.6 and 4.6 % (Blender's
-4.5, 1.9, 4.7, 1.9, 5.7 %) for 0.02-0.06 s of a 0.1-0.3 s bake, with the compiled move; in
+4.5, 1.9, 4.7, 1.9, 5.7 %) for 0.02-0.05 s of a 0.1-0.3 s bake with the compiled passes; in
 numpy it took 0.15-0.46 s, and they were left out."""
 DAMPING = 1e-9
 """Regularisation of J J^T in the projection and the correction (m x m systems, m <= 6 E)."""
@@ -209,7 +209,6 @@ class _Run:
             return False
         pose.rotations[:] = state.rotations
         report.changed[:] = state.changed
-        self.loose[:], self.refused[:] = state.loose, state.refused
         return True
 
     def targets(self, pose: Pose, frames: NDArray[np.intp]) -> tuple[NDArray[np.intp], Array]:

@@ -206,6 +206,10 @@ def _turned(skel: Skeleton, goals: Goals, seed: int) -> Goals:
     return Goals(position=position, base=base)
 
 
+def _numpy_passes(m: pytest.MonkeyPatch) -> None:
+    m.setattr(kernel, "covers_smooth", lambda problem, g: False)
+
+
 @pytest.mark.skipif(not kernel.enabled(), reason="numba is not installed")
 @pytest.mark.parametrize("case", [("humanoid", 0), ("double_y", 1), ("carried", 0), ("turned", 0)])
 def test_the_compiled_passes_equal_numpys(
@@ -233,7 +237,7 @@ def test_the_compiled_passes_equal_numpys(
         m.setattr(kernel, "smooth_passes", spy)
         compiled, c_report = smooth(skel, goals, st, repaired, PASSES)
     with monkeypatch.context() as m:
-        m.setattr(kernel, "covers_smooth", lambda problem, g: False)
+        _numpy_passes(m)
         plain, p_report = smooth(skel, goals, st, repaired, PASSES)
     assert ran and c_report.changed.any()  # the compiled passes ran and moved frames
     assert np.array_equal(c_report.changed, p_report.changed)
@@ -254,7 +258,7 @@ def test_without_the_compiled_loop_the_passes_run_in_numpy(
         m.setattr(kernel, "smooth_passes", unavailable)
         broken, _ = smooth(skel, goals, st, result, PASSES)
     with monkeypatch.context() as m:
-        m.setattr(kernel, "covers_smooth", lambda problem, g: False)
+        _numpy_passes(m)
         plain, report = smooth(skel, goals, st, result, PASSES)
     assert report.changed.any()
     assert np.array_equal(broken.pose.rotations, plain.pose.rotations)
