@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from jacobian_ik.solvers import Goals, Pose, Settings, solve
+from jacobian_ik.solvers import Goals, Pose, Settings, Solver, solve
 from tests.rigs.skeletons import sugihara_arm
 
 from . import peers, sugihara
@@ -18,11 +18,15 @@ from . import peers, sugihara
 CHAIN_TOL = 1e-4  # a chain solve succeeds within this of the best possible distance
 
 
-def _ours_one_at_a_time(skel: Any, goals: Goals, settings: Settings, count: int) -> np.ndarray:
-    """Seconds per goal, solving goals 0..count-1 one per ``solve`` call."""
+def _ours_one_at_a_time(
+    skel: Any, goals: Goals, settings: Settings, count: int, prepared: bool = False
+) -> np.ndarray:
+    """Seconds per goal, solving goals 0..count-1 one per ``solve`` call, or with ``prepared``
+    one per call of a ``Solver`` made once (what live posing and the API use)."""
     pos = np.asarray(goals.position)
     rot = None if goals.rotation is None else np.asarray(goals.rotation)
     times = np.zeros(count)
+    call = Solver(skel, settings).solve if prepared else (lambda g: solve(skel, g, settings))
     for i in range(count):
         g = Goals(
             pos[i : i + 1],
@@ -30,7 +34,7 @@ def _ours_one_at_a_time(skel: Any, goals: Goals, settings: Settings, count: int)
             rotation_weight=goals.rotation_weight,
         )
         t0 = time.perf_counter()
-        solve(skel, g, settings)
+        call(g)
         times[i] = time.perf_counter() - t0
     return times
 
@@ -88,13 +92,14 @@ def sugihara_race(
         }
     n1 = min(single_count, count)
     st = sugihara.paper_settings("lm", {"w_bar": 1e-3}, max_iterations)
-    one = _ours_one_at_a_time(skel, sugihara.as_goals(goals[:n1]), st, n1)
-    rows[f"ours LM(proposed), paper stop rules, one goal per call (first {n1})"] = {
-        "key": "sugihara",
-        "us": float(np.mean(one) * 1e6),
-        "iterations": float("nan"),
-        "subset": n1,
-    }
+    for prepared, how in ((False, "solve"), (True, "a prepared Solver")):
+        one = _ours_one_at_a_time(skel, sugihara.as_goals(goals[:n1]), st, n1, prepared)
+        rows[f"ours LM(proposed), paper stop rules, one goal per call of {how} (first {n1})"] = {
+            "key": "sugihara",
+            "us": float(np.mean(one) * 1e6),
+            "iterations": float("nan"),
+            "subset": n1,
+        }
     status: dict[str, str] = {}
     ok, why = peers.rtb_version()
     status["roboticstoolbox"] = why
@@ -147,8 +152,9 @@ def chain_race(count: int = 200, seed: int = 3, single_count: int = 50) -> dict[
         res = solve(skel, g, st)
         us["ours LM, batched"] = (time.perf_counter() - t0) / count * 1e6
         errors["ours LM, batched"] = res.position_error[:, 0]
-        one = _ours_one_at_a_time(skel, g, st, min(single_count, count))
-        us["ours LM, one goal per call"] = float(np.mean(one) * 1e6)
+        for prepared, how in ((False, "solve"), (True, "a prepared Solver")):
+            one = _ours_one_at_a_time(skel, g, st, min(single_count, count), prepared)
+            us[f"ours LM, one goal per call of {how}"] = float(np.mean(one) * 1e6)
         ok, why = peers.rtb_version()
         out["status"]["roboticstoolbox"] = why
         if ok:

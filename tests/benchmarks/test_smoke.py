@@ -130,6 +130,8 @@ def test_chain_race_ours_and_optional_peers():
         rows = out["rows"][split]
         if split == "reachable":
             assert rows["ours LM, batched"][0] == 3  # every reachable target solved
+        for how in ("solve", "a prepared Solver"):
+            assert rows[f"ours LM, one goal per call of {how}"][1] > 0
         if peers.rtb_version()[0]:
             assert "roboticstoolbox ik_LM sugihara, ilimit=100" in rows
         if peers.pybullet_version()[0]:
