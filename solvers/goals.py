@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -121,7 +122,13 @@ def check_weights(value: ArrayLike | None, default: float, count: int, name: str
     return w
 
 
-def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
+def prepare_goals(
+    goals: Goals, n_effectors: int, memo: dict[tuple[Any, ...], _Static] | None = None
+) -> PreparedGoals:
+    """The goals checked and laid out for the loops. ``memo``: where the parts that do not
+    change from call to call (weights, flags, the armature's transform) are kept, keyed by
+    their values, for a caller that prepares goals of the same rig many times (``Solver``'s
+    one-frame path: live posing); the result is the same array for array."""
     pos = np.asarray(goals.position, dtype=float)
     if pos.ndim == 2:
         pos = pos[None]
@@ -133,6 +140,72 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
     if not np.all(np.isfinite(pos)):
         bad = sorted({int(e) for e in np.nonzero(~np.isfinite(pos))[1]})
         raise GoalError(f"target positions of effectors {bad} are NaN or infinite")
+    if memo is None or goals.balance is not None:
+        static = _static(goals, n_effectors, f)
+    else:
+        fields = (
+            goals.position_weight,
+            goals.rotation_weight,
+            goals.base,
+            goals.secondary,
+            goals.aim,
+            goals.support,
+        )
+        key = (f, goals.rotation is None, *(_value(v) for v in fields))
+        static = memo.get(key)  # type: ignore[assignment]
+        if static is None:
+            static = _static(goals, n_effectors, f)
+            for a in static:
+                a.flags.writeable = False  # (shared by every call with these values)
+            memo[key] = static
+    w_pos, w_rot, lin, trans, lin_inv, secondary, aim, is_aim, support = static
+    if goals.rotation is None:
+        rot_model = np.broadcast_to(np.eye(3), (f, n_effectors, 3, 3))
+    else:
+        rot = np.asarray(goals.rotation, dtype=float)
+        if rot.ndim == 3:
+            rot = rot[None]
+        if rot.shape != (f, n_effectors, 3, 3):
+            raise GoalError(f"rotation must have shape ({f}, {n_effectors}, 3, 3), got {rot.shape}")
+        used = w_rot > 0
+        if not np.all(np.isfinite(rot[:, used])):
+            raise GoalError("target rotations are NaN or infinite")
+        rot = np.where(np.isfinite(rot), rot, 0.0)
+        # orientations in model space: the nearest rotation to lin^-1 R (a mirrored armature
+        # flips handedness; -M is then the proper rotation with the same axes up to sign)
+        m = orthonormalize(np.einsum("fij,fejk->feik", lin_inv, rot) + 1e-300)
+        rot_model = np.where(np.linalg.det(m)[..., None, None] < 0, -m, m)
+    return PreparedGoals(
+        pos,
+        np.asarray(rot_model),
+        w_pos,
+        np.where(is_aim, 0.0, w_rot),  # an aim goal's rows replace its rotation's
+        lin,
+        trans,
+        lin_inv,
+        secondary,
+        aim,
+        is_aim,
+        support,
+    )
+
+
+class _Static(NamedTuple):
+    """What ``prepare_goals`` makes of the goals besides their targets."""
+
+    w_pos: Array
+    w_rot: Array
+    lin: Array
+    trans: Array
+    lin_inv: Array
+    secondary: NDArray[np.bool_]
+    aim: Array
+    is_aim: NDArray[np.bool_]
+    support: NDArray[np.bool_]
+
+
+def _static(goals: Goals, n_effectors: int, f: int) -> _Static:
+    """The weights, flags and the armature's transform of ``f`` frames, checked."""
     w_pos = check_weights(goals.position_weight, 1.0, n_effectors, "position_weight")
     w_rot = check_weights(goals.rotation_weight, 0.0, n_effectors, "rotation_weight")
     secondary = np.zeros(n_effectors, dtype=bool)
@@ -169,38 +242,18 @@ def prepare_goals(goals: Goals, n_effectors: int) -> PreparedGoals:
         raise GoalError("the armature's world matrix is singular (a scale of zero on an axis)")
     lin_inv = inv3(lin)
 
-    if goals.rotation is None:
-        if np.any(w_rot > 0):
-            raise GoalError("rotation weights are set but no target rotations were given")
-        rot_model = np.broadcast_to(np.eye(3), (f, n_effectors, 3, 3))
-    else:
-        rot = np.asarray(goals.rotation, dtype=float)
-        if rot.ndim == 3:
-            rot = rot[None]
-        if rot.shape != (f, n_effectors, 3, 3):
-            raise GoalError(f"rotation must have shape ({f}, {n_effectors}, 3, 3), got {rot.shape}")
-        used = w_rot > 0
-        if not np.all(np.isfinite(rot[:, used])):
-            raise GoalError("target rotations are NaN or infinite")
-        rot = np.where(np.isfinite(rot), rot, 0.0)
-        # orientations in model space: the nearest rotation to lin^-1 R (a mirrored armature
-        # flips handedness; -M is then the proper rotation with the same axes up to sign)
-        m = orthonormalize(np.einsum("fij,fejk->feik", lin_inv, rot) + 1e-300)
-        m = np.where(np.linalg.det(m)[..., None, None] < 0, -m, m)
-        rot_model = m
-    return PreparedGoals(
-        pos,
-        np.asarray(rot_model),
-        w_pos,
-        np.where(is_aim, 0.0, w_rot),  # an aim goal's rows replace its rotation's
-        lin,
-        base[:, :3, 3].copy(),
-        lin_inv,
-        secondary,
-        aim,
-        is_aim,
-        support,
-    )
+    if goals.rotation is None and np.any(w_rot > 0):
+        raise GoalError("rotation weights are set but no target rotations were given")
+    trans = base[:, :3, 3].copy()
+    return _Static(w_pos, w_rot, lin, trans, lin_inv, secondary, aim, is_aim, support)
+
+
+def _value(v: ArrayLike | None) -> tuple[Any, ...] | None:
+    """A hashable stand-in for the value of an array-like (``prepare_goals``' memo key)."""
+    if v is None:
+        return None
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes())
 
 
 def no_worse(error: Array, tolerance: float, share: float = 0.0) -> Array:

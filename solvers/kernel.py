@@ -167,9 +167,14 @@ def _make_rig(problem: Any) -> Rig:
     )
 
 
-def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
+def iterate(
+    problem: Any, p: Plan, goals: Any, start: Pose, memo: dict[str, Any] | None = None
+) -> Out:
     """Run the compiled loop over every frame; the raw per-frame results (``solve.py`` turns
-    them into a ``SolveResult`` and re-solves the frames marked FALLBACK with numpy)."""
+    them into a ``SolveResult`` and re-solves the frames marked FALLBACK with numpy).
+    ``memo``: a dict kept by a caller that solves this problem one frame at a time (live
+    posing): the stop rules and what a start pose's locations and stretch give are kept there
+    while they stay the same (the same arrays as without it)."""
     st = problem.settings
     frames, n_eff = goals.frames, problem.skel.n_effectors
     out = Out(
@@ -183,23 +188,39 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
         np.empty((st.max_iterations + 1, frames)),
         np.zeros(frames, dtype=np.intp),
     )
-    _call(p.rig, _frames(problem, goals, start), _rules(problem, goals, p.lam_a, p.lam_b), out)
+    if memo is None:
+        rules = _rules(problem, goals, p.lam_a, p.lam_b)
+    else:
+        rules = memo.get("rules") or memo.setdefault(
+            "rules", _rules(problem, goals, p.lam_a, p.lam_b)
+        )
+    _call(p.rig, _frames(problem, goals, start, memo), rules, out)
     return out
 
 
-def _frames(problem: Any, goals: Any, start: Pose) -> Frames:
+def _frames(problem: Any, goals: Any, start: Pose, memo: dict[str, Any] | None = None) -> Frames:
     """The per-frame inputs: the start pose's local positions and the goals."""
     skel = problem.skel
-    has_parent = skel.parents >= 0
-    local_pos = skel.rest_pos[None] + np.einsum("bij,fbj->fbi", skel.rest_rot, start.locations)
-    local_pos[:, has_parent, 1] += start.stretch[:, skel.parents[has_parent]]
-    eff_shift = np.where(skel.eff_stretches[None], start.stretch[:, skel.eff_bone], 0.0)
+    key = None if memo is None else start.locations.tobytes() + start.stretch.tobytes()
+    kept = None if memo is None else memo.get("start")
+    if kept is not None and kept[0] == key:
+        local_pos, eff_shift = kept[1], kept[2]
+    else:
+        has_parent = skel.parents >= 0
+        local_pos = skel.rest_pos[None] + np.einsum("bij,fbj->fbi", skel.rest_rot, start.locations)
+        local_pos[:, has_parent, 1] += start.stretch[:, skel.parents[has_parent]]
+        local_pos = _writable(local_pos)
+        eff_shift = _writable(
+            np.where(skel.eff_stretches[None], start.stretch[:, skel.eff_bone], 0.0)
+        )
+        if memo is not None:
+            memo["start"] = (key, local_pos, eff_shift)
     lin_min = np.ones(goals.frames)
     if problem.bounded and not problem.identity_base:
         lin_min = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
     return Frames(
-        _writable(local_pos),
-        _writable(eff_shift),
+        local_pos,
+        eff_shift,
         _writable(goals.position),
         _writable(goals.rotation_model),
         _writable(goals.lin),

@@ -70,6 +70,15 @@ class Solver:
         self.trees_all = ik_trees(skeleton)
         self._fast: dict[bytes, list[FrameSolver] | None] = {}
         self._compiled: dict[bytes, list[_KernelTree] | None] = {}
+        self._goal_memo: dict[tuple[Any, ...], Any] = {}  # prepare_goals' unchanging parts
+        # the one-frame path applies to these settings and this skeleton (trees solved one
+        # after the other, goal priority: the batched loop)
+        self._one_frame_rig = (
+            self.settings.mode == "converge"
+            and self.settings.method not in SINGULAR_VALUE_METHODS
+            and not carries(skeleton)
+            and not has_levels(skeleton, self.trees_all)
+        )
 
     def trees(self, goals: Goals) -> list[NDArray[np.intp]]:
         """The IK trees (effector indices) ``solve`` splits these goals into."""
@@ -105,12 +114,12 @@ class Solver:
         """The one-frame path (None when it does not apply)."""
         st, skel = self.settings, self.skeleton
         position = np.asarray(goals.position, dtype=float)
-        if st.mode != "converge" or position.ndim != 3 or position.shape[0] != 1:
+        if position.ndim != 3 or position.shape[0] != 1:
+            return None
+        if not (self._one_frame_rig and st.mode == "converge"):
             return None
         if st.method in SINGULAR_VALUE_METHODS:
             return None
-        if carries(skel) or has_levels(skel, self.trees_all):
-            return None  # (trees solved one after the other, goal priority: the batched loop)
         if goals.balance is not None or goals.support is not None:
             return None
         if goals.secondary is not None and np.any(goals.secondary):
@@ -119,11 +128,11 @@ class Solver:
             return None
         if pose is not None and pose.rotations.shape[0] != 1:
             return None
+        if kernel.covers(skel, st):
+            return self._one_frame_compiled(goals, pose)
         e = skel.n_effectors
         w_pos = check_weights(goals.position_weight, 1.0, e, "position_weight")
         w_rot = check_weights(goals.rotation_weight, 0.0, e, "rotation_weight")
-        if kernel.covers(skel, st):
-            return self._one_frame_compiled(goals, pose)
         key = w_pos.tobytes() + w_rot.tobytes()
         if key not in self._fast:
             fast: list[FrameSolver] | None = None
@@ -164,7 +173,9 @@ class Solver:
             result = _one_frame_merge(
                 skel, start, trees, [fs.solve(position[0], rotation, base, start) for fs in solvers]
             )
-        return self._with_status(result, w_pos, w_rot, lambda: prepare_goals(goals, e))
+        return self._with_status(
+            result, w_pos, w_rot, lambda: prepare_goals(goals, e, self._goal_memo)
+        )
 
     def _with_status(
         self, result: SolveResult, w_pos: Array, w_rot: Array, g: Callable[[], PreparedGoals]
@@ -188,7 +199,7 @@ class Solver:
         not cover the goals (``solve`` then runs), or hands the frame back to the numpy loop."""
         skel, st = self.skeleton, self.settings
         e = skel.n_effectors
-        g = prepare_goals(goals, e)
+        g = prepare_goals(goals, e, self._goal_memo)
         start = pose if pose is not None else Pose.rest(skel.n_bones)
         check_start(skel, start)
         identity = bool(np.all(g.lin == np.eye(3)))
@@ -208,7 +219,7 @@ class Solver:
                     start.locations[:, t.bones],
                     start.stretch[:, t.bones],
                 )
-                raw = kernel.iterate(problem, t.plan, gs, begin)
+                raw = kernel.iterate(problem, t.plan, gs, begin, t.memo)
                 if raw.reason[0] == kernel.FALLBACK:
                     return None
                 parts.append((raw, begin))
@@ -253,7 +264,7 @@ class Solver:
             if plan is None:
                 return None
             into, out = bones[solved], np.flatnonzero(solved)
-            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole))
+            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole, {}))
         return found
 
 
@@ -267,6 +278,7 @@ class _KernelTree(NamedTuple):
     out: NDArray[np.intp]  # and among its own
     plan: kernel.Plan
     whole: bool
+    memo: dict[str, Any]  # what ``kernel.iterate`` keeps from call to call
 
 
 def _raw_result(raw: kernel.Out, begin: Pose) -> SolveResult:
