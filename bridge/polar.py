@@ -8,28 +8,45 @@ from numpy.typing import NDArray
 Array = NDArray[np.float64]
 
 
+NEAR = 1e-4
+"""Matrices within this (relative) of a rotation times a uniform scale, as Blender's float32
+matrices are (about 1e-7), take Bjorck's iteration instead of the SVD."""
+
+
 def nearest_rotation(m: Array) -> Array:
     """The rotation nearest to each (..., 3, 3) matrix (polar decomposition): scale removed.
 
     A rotation times a positive uniform scale (what bones and targets nearly always hold) is
-    divided by its scale; only the others go through the SVD (batched LAPACK calls are slow on
-    many small matrices)."""
+    divided by its scale; one that is that to float32 round-off then takes Bjorck and Bowie's
+    iteration X <- X (3 I - X^T X) / 2 (quadratic: from 1e-7 to rounding in two steps, at
+    half the SVD's cost on a rig's bones); only the others go through the SVD (batched
+    LAPACK calls are slow on many small matrices)."""
     m = np.asarray(m, dtype=np.float64)
     gram = np.swapaxes(m, -1, -2) @ m
-    s2 = np.trace(gram, axis1=-2, axis2=-1) / 3.0
+    s2 = np.einsum("...ii->...", gram) / 3.0
     dev = np.abs(gram - s2[..., None, None] * np.eye(3)).max(axis=(-2, -1))
-    det = (
-        m[..., 0, 0] * (m[..., 1, 1] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 1])
-        - m[..., 0, 1] * (m[..., 1, 0] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 0])
-        + m[..., 0, 2] * (m[..., 1, 0] * m[..., 2, 1] - m[..., 1, 1] * m[..., 2, 0])
-    )
+    det = np.linalg.det(m)
     easy = (s2 > 0.0) & (dev <= 1e-12 * s2) & (det > 0.0)
     if np.all(easy):
         return np.asarray(m / np.sqrt(s2)[..., None, None])
+    near = (s2 > 0.0) & (dev <= NEAR * s2) & (det > 0.0)
+    if np.all(near):
+        return _bjorck(m / np.sqrt(s2)[..., None, None])
     out = np.empty_like(m)
     out[easy] = m[easy] / np.sqrt(s2[easy])[:, None, None]
-    out[~easy] = _polar(m[~easy])
+    close = near & ~easy
+    out[close] = _bjorck(m[close] / np.sqrt(s2[close])[:, None, None])
+    far = ~near
+    out[far] = _polar(m[far])
     return out
+
+
+def _bjorck(x: Array) -> Array:
+    """The orthogonal polar factor of matrices within ``NEAR`` of orthogonal (X^T X - I): two
+    steps of X <- X (3 I - X^T X) / 2, each squaring the distance (1e-4 -> 1e-8 -> 1e-16)."""
+    for _ in range(2):
+        x = x @ (1.5 * np.eye(3) - 0.5 * (np.swapaxes(x, -1, -2) @ x))
+    return x
 
 
 def _polar(m: Array) -> Array:
