@@ -75,59 +75,69 @@ def euler_from_matrix(matrix: ArrayLike, order: str = "XYZ") -> FloatArray:
     return out
 
 
+def _shepperd_maps() -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The linear maps of ``quaternion_from_matrix``: the matrix's 9 entries (row-major) to
+    its 4 candidate rows (16 values, plus a constant) and to 4 w^2 - 1, 4 x^2 - 1, 4 y^2 - 1,
+    4 z^2 - 1 (the trace and 2 m_ii - trace)."""
+    # each candidate row: (constant, [(sign, row, column), ...]) per component
+    rows = [
+        [
+            (1.0, [(1, 0, 0), (1, 1, 1), (1, 2, 2)]),
+            (0.0, [(1, 2, 1), (-1, 1, 2)]),
+            (0.0, [(1, 0, 2), (-1, 2, 0)]),
+            (0.0, [(1, 1, 0), (-1, 0, 1)]),
+        ],
+        [
+            (0.0, [(1, 2, 1), (-1, 1, 2)]),
+            (1.0, [(1, 0, 0), (-1, 1, 1), (-1, 2, 2)]),
+            (0.0, [(1, 0, 1), (1, 1, 0)]),
+            (0.0, [(1, 0, 2), (1, 2, 0)]),
+        ],
+        [
+            (0.0, [(1, 0, 2), (-1, 2, 0)]),
+            (0.0, [(1, 0, 1), (1, 1, 0)]),
+            (1.0, [(-1, 0, 0), (1, 1, 1), (-1, 2, 2)]),
+            (0.0, [(1, 1, 2), (1, 2, 1)]),
+        ],
+        [
+            (0.0, [(1, 1, 0), (-1, 0, 1)]),
+            (0.0, [(1, 0, 2), (1, 2, 0)]),
+            (0.0, [(1, 1, 2), (1, 2, 1)]),
+            (1.0, [(-1, 0, 0), (-1, 1, 1), (1, 2, 2)]),
+        ],
+    ]
+    lin = np.zeros((9, 16))
+    const = np.zeros(16)
+    for r, row in enumerate(rows):
+        for c, (k, terms) in enumerate(row):
+            const[4 * r + c] = k
+            for sign, i, j in terms:
+                lin[3 * i + j, 4 * r + c] = sign
+    diag = np.zeros((9, 4))
+    diag[[0, 4, 8], 0] = 1.0
+    for a in range(3):
+        diag[[0, 4, 8], a + 1] = -1.0
+        diag[4 * a, a + 1] = 1.0
+    return lin, const, diag
+
+
+_SHEPPERD = _shepperd_maps()
+
+
 def quaternion_from_matrix(matrix: ArrayLike) -> FloatArray:
     """Unit quaternions (..., 4) (w, x, y, z), with w >= 0, of rotation matrices (..., 3, 3).
 
     Shepperd's method: take the square root of the largest of 4 w^2, 4 x^2, 4 y^2, 4 z^2
-    (computed from the trace and the diagonal) for numerical stability.
+    (computed from the trace and the diagonal) for numerical stability: the row of
+    (4 w^2, 4 wx, 4 wy, 4 wz)-like products of that component, normalised. The rows and the
+    squares are linear in the matrix's entries (``_shepperd_maps``): two products, not forty
+    numpy calls.
     """
     m = np.asarray(matrix, dtype=np.float64)
-    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
-    # Rows: candidates computed from w, x, y, z being the largest component.
-    candidates = np.stack(
-        [
-            np.stack(
-                [
-                    1.0 + m00 + m11 + m22,
-                    m[..., 2, 1] - m[..., 1, 2],
-                    m[..., 0, 2] - m[..., 2, 0],
-                    m[..., 1, 0] - m[..., 0, 1],
-                ],
-                axis=-1,
-            ),
-            np.stack(
-                [
-                    m[..., 2, 1] - m[..., 1, 2],
-                    1.0 + m00 - m11 - m22,
-                    m[..., 0, 1] + m[..., 1, 0],
-                    m[..., 0, 2] + m[..., 2, 0],
-                ],
-                axis=-1,
-            ),
-            np.stack(
-                [
-                    m[..., 0, 2] - m[..., 2, 0],
-                    m[..., 0, 1] + m[..., 1, 0],
-                    1.0 - m00 + m11 - m22,
-                    m[..., 1, 2] + m[..., 2, 1],
-                ],
-                axis=-1,
-            ),
-            np.stack(
-                [
-                    m[..., 1, 0] - m[..., 0, 1],
-                    m[..., 0, 2] + m[..., 2, 0],
-                    m[..., 1, 2] + m[..., 2, 1],
-                    1.0 - m00 - m11 + m22,
-                ],
-                axis=-1,
-            ),
-        ],
-        axis=-2,
-    )
-    diag = np.stack([m00 + m11 + m22, m00, m11, m22], axis=-1)
-    diag[..., 1:] = 2.0 * diag[..., 1:] - diag[..., :1]  # 4 x^2 - 1 = 2 m00 - trace, etc.
-    best = np.argmax(diag, axis=-1)
+    flat = m.reshape(*m.shape[:-2], 9)
+    lin, const, diag_map = _SHEPPERD
+    candidates = (flat @ lin + const).reshape(*m.shape[:-2], 4, 4)
+    best = np.argmax(flat @ diag_map, axis=-1)
     q = np.take_along_axis(candidates, best[..., None, None], axis=-2)[..., 0, :]
     q /= np.linalg.norm(q, axis=-1, keepdims=True)
     return np.where(q[..., :1] < 0.0, -q, q)

@@ -213,7 +213,8 @@ class Solver:
         try:
             for t in trees:
                 gs = g if t.whole else g.select(t.effectors)
-                problem = _problem(t.skeleton, gs, st)  # (the cached problem, these settings)
+                problem = t.problem  # ``_problem``'s for these goals' weights and kinds
+                problem.settings = st  # (as ``_problem`` sets it: the cache is shared)
                 begin = Pose(
                     start.rotations[:, t.bones],
                     start.locations[:, t.bones],
@@ -260,11 +261,12 @@ class Solver:
             begin = Pose(
                 start.rotations[:, bones], start.locations[:, bones], start.stretch[:, bones]
             )
-            plan = kernel.plan(_problem(sub, gs, st), method, gs, begin, False)
+            problem = _problem(sub, gs, st)
+            plan = kernel.plan(problem, method, gs, begin, False)
             if plan is None:
                 return None
             into, out = bones[solved], np.flatnonzero(solved)
-            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole, {}))
+            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole, problem, {}))
         return found
 
 
@@ -278,6 +280,7 @@ class _KernelTree(NamedTuple):
     out: NDArray[np.intp]  # and among its own
     plan: kernel.Plan
     whole: bool
+    problem: Any  # its ``solve._problem``
     memo: dict[str, Any]  # what ``kernel.iterate`` keeps from call to call
 
 
