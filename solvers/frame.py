@@ -559,7 +559,7 @@ class _Run:
             # every goal met or within the tolerance of its lower bound (solve.py)
             dist = np.sqrt(((self.target_model - self.m_pos[fs.reach_base]) ** 2).sum(axis=1))
             gap = np.maximum(np.maximum(dist - fs.reach, fs.inner - dist), 0.0) * self.lin_min
-            lb = np.where(fs.bound_goals, gap, 0.0)
+            lb = np.where(fs.bound_goals & ~self.pointing_away(dist), gap, 0.0)
             if (pos_err <= np.maximum(fs.tol_pos, lb + BOUND_SLACK * st.tolerance)).all() and (
                 rot_err <= fs.tol_rot
             ).all():
@@ -714,6 +714,7 @@ class _Run:
         pts = (eff_frames @ fs.eff_offset_h)[:, :3, 0]
         if self.any_shift:
             pts += self.eff_shift[:, None] * eff_frames[:, :3, 1]
+        self.points = pts  # (model space: ``pointing_away``)
         err_buf[:, 0] = self.target - (pts if self.identity else pts @ self.lin.T + self.trans)
         if self.rot_model is not None:
             # Sugihara eq. 1: a(R_target R^T) in model space
@@ -776,5 +777,10 @@ class _Run:
         ``_in_reach_unmet``): a saddle, not a minimum."""
         fs = self.fs
         d = np.sqrt(((self.target_model - self.m_pos[fs.reach_base]) ** 2).sum(axis=1))
-        inside = (d < 0.99 * fs.reach) & (d > 1.01 * fs.inner)
+        inside = (d < 0.99 * fs.reach) & (d > 1.01 * fs.inner) | self.pointing_away(d)
         return bool(np.any(inside & (pos_err > self.st.tolerance) & (fs.w_pos > 0)))
+
+    def pointing_away(self, d: Array) -> NDArray[np.bool_]:
+        """solve.py's ``pointing_away``; ``d``: the targets' distances from the chains' bases."""
+        tip = np.sqrt(((self.target_model - self.points) ** 2).sum(axis=1))
+        return np.asarray((d > self.fs.inner) & (tip > d))

@@ -808,7 +808,8 @@ def _bound_test(f, rig, fr, ru, w):
                 + (tm[f, e, 1] - mpos[bb, 1]) ** 2
                 + (tm[f, e, 2] - mpos[bb, 2]) ** 2
             )
-            lb = max(max(d - reach[e], inner[e] - d), 0.0) * lin_min
+            if not _away(f, e, d, rig, fr, w):  # (pointing away: no bound, solve.py)
+                lb = max(max(d - reach[e], inner[e] - d), 0.0) * lin_min
         if pos_e[e] > max(tol_pos[e], lb + BOUND_SLACK * tol):
             done = False
         if rot_e[e] > tol_rot[e] or (pos_e[e] > tol_pos[e] and not lb > 0):
@@ -1100,7 +1101,8 @@ def _stationary(f, r, met, beyond, scale, may_kick, rig, fr, ru, w):
 
 @_piece
 def _in_reach_unmet(f, rig, fr, ru, w):
-    """A saddle, not a minimum: an unmet position goal's target is within its reach."""
+    """A saddle, not a minimum: an unmet position goal's target is within its reach, or its
+    effector points away from it (a straight chain turned away from a target out of reach)."""
     tm, mpos, pos_e, reach, inner, use_pos = (
         fr.tm,
         w.mpos,
@@ -1118,9 +1120,23 @@ def _in_reach_unmet(f, rig, fr, ru, w):
             + (tm[f, e, 1] - mpos[bb, 1]) ** 2
             + (tm[f, e, 2] - mpos[bb, 2]) ** 2
         )
-        if d < 0.99 * reach[e] and d > 1.01 * inner[e] and pos_e[e] > tol and use_pos[e]:
+        within = d < 0.99 * reach[e] and d > 1.01 * inner[e]
+        if (within or _away(f, e, d, rig, fr, w)) and pos_e[e] > tol and use_pos[e]:
             inside = True
     return inside
+
+
+@_piece
+def _away(f, e, d, rig, fr, w):
+    """The effector farther from its target than its chain's base is (``d``), the target
+    outside the chain's inner reach (``solve.pointing_away``)."""
+    tm, pts = fr.tm, w.pts
+    tip = math.sqrt(
+        (tm[f, e, 0] - pts[e, 0]) ** 2
+        + (tm[f, e, 1] - pts[e, 1]) ** 2
+        + (tm[f, e, 2] - pts[e, 2]) ** 2
+    )
+    return d > rig.inner[e] and tip > d
 
 
 @_piece

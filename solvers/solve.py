@@ -1065,6 +1065,7 @@ def _stop_tests(
         # pose is better, stop without creeping on toward the straight chain
         assert a.tm is not None and a.lin_min is not None
         lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
+        lb = np.where(pointing_away(problem, kin, a.tm), 0.0, lb)  # (a saddle: no bound)
         done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
         done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
         why[done] = STATIONARY
@@ -1316,14 +1317,28 @@ def _in_reach_unmet(
     problem: _Problem, kin: Kinematics, goals: PreparedGoals, err: _Errors, st: Settings
 ) -> NDArray[np.bool_]:
     """(F,) whether some unmet position goal's target lies within its chain's reach (between
-    the folded and the straight length, 1 % margins) from the chain's fixed base."""
+    the folded and the straight length, 1 % margins) from the chain's fixed base, or its
+    effector points away from it (``pointing_away``)."""
     tm = goals.targets_model()  # (F, E, 3)
     d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
     inside = (d < 0.99 * problem.reach) & (d > 1.01 * problem.inner)
+    inside |= pointing_away(problem, kin, tm)
     unmet = (err.pos > st.tolerance) & problem.use_pos
     if goals.on is not None:
         unmet &= goals.on
     return np.asarray(np.any(inside & unmet, axis=1))
+
+
+def pointing_away(problem: _Problem, kin: Kinematics, tm: Array) -> NDArray[np.bool_]:
+    """(F, E) effectors farther from their targets than their chains' bases are, the targets
+    outside the chains' inner reach: never a minimum of the goal's error (at its best a chain is
+    at most d from a target d from its base), but where a straight chain turned away from a
+    target out of reach stands, the gradient vanishes and the lower bound (out of reach) would
+    let it stop there, |t| + L off instead of |t| - L (the race's 10-link chain, a target
+    behind it). There it is a saddle: the kick bends it, and it goes on to its bound."""
+    d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
+    tip = np.linalg.norm(tm - kin.points, axis=-1)
+    return np.asarray((d > problem.inner) & (tip > d))
 
 
 def lone_unmet(pos: Array, tol_pos: Array) -> NDArray[np.bool_]:

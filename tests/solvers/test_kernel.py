@@ -215,3 +215,25 @@ def test_the_kernel_cache_is_stamped_with_every_file_it_is_made_of(tmp_path) -> 
     (tmp_path / "stops.py").write_text("# stops.py\nX = 2\n")
     assert kernel.source_stamp(str(tmp_path)) != before
     assert set(kernel.SOURCES) <= set(os.listdir(os.path.dirname(kernel.__file__)))
+
+
+@pytest.mark.parametrize("compiled", (True, False))
+def test_a_straight_chain_turned_away_from_a_target_out_of_reach_turns_to_it(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A straight chain whose target lies behind it, beyond its reach: the gradient vanishes
+    there (the farthest pose, |t| + L off), and the lower bound of a goal out of reach used to
+    let the loops stop on it after two steps (the race's 10-link chain, one target of 200).
+    It is a saddle (solve.pointing_away): every loop bends the chain and ends at |t| - L, the
+    batched loop and the one-frame path alike."""
+    if not compiled:
+        _numpy(monkeypatch)
+    skel = chain(3, 0.5, joint=Joint.ball())  # along +Y, reach 1.5
+    target = np.array([[[0.0, -2.0, 0.0]], [[0.01, -2.5, 0.0]]])
+    settings = Settings(max_iterations=200)
+    batched = solve(skel, Goals(target), settings)
+    np.testing.assert_allclose(batched.position_error[:, 0], [0.5, 1.0], atol=1e-4)
+    assert set(batched.goal_status[:, 0].tolist()) == {"out_of_reach"}
+    for f in range(2):
+        one = Solver(skel, settings).solve(Goals(target[f : f + 1]))
+        np.testing.assert_allclose(one.position_error, batched.position_error[f : f + 1])
