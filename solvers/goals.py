@@ -122,6 +122,10 @@ def check_weights(value: ArrayLike | None, default: float, count: int, name: str
     return w
 
 
+MEMO_SIZE = 16
+"""The most value sets ``prepare_goals``' memo keeps (each armature transform is one)."""
+
+
 def prepare_goals(
     goals: Goals, n_effectors: int, memo: dict[tuple[Any, ...], _Static] | None = None
 ) -> PreparedGoals:
@@ -157,6 +161,8 @@ def prepare_goals(
             static = _static(goals, n_effectors, f)
             for a in static:
                 a.flags.writeable = False  # (shared by every call with these values)
+            if len(memo) >= MEMO_SIZE:  # an armature moving every frame: keep only the newest
+                memo.clear()
             memo[key] = static
     w_pos, w_rot, lin, trans, lin_inv, secondary, aim, is_aim, support = static
     if goals.rotation is None:

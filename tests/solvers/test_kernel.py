@@ -237,3 +237,30 @@ def test_a_straight_chain_turned_away_from_a_target_out_of_reach_turns_to_it(
     for f in range(2):
         one = Solver(skel, settings).solve(Goals(target[f : f + 1]))
         np.testing.assert_allclose(one.position_error, batched.position_error[f : f + 1])
+
+
+def test_prepare_goals_memo_gives_the_same_goals_and_stays_small() -> None:
+    """``prepare_goals`` with a memo (``Solver``'s one-frame path) gives what it gives without,
+    array for array, shares the unchanging parts read-only, and keeps at most MEMO_SIZE value
+    sets (an armature object moving every frame of a playback adds one each frame)."""
+    from jacobian_ik.solvers import goals as goals_module
+
+    rng = np.random.default_rng(3)
+    memo: dict = {}
+    for i in range(3 * goals_module.MEMO_SIZE):
+        base = np.eye(4)
+        base[:3, 3] = [0.01 * i, 0.0, 0.0]
+        g = Goals(
+            position=rng.normal(size=(1, 2, 3)),
+            rotation=exp_so3(rng.normal(size=(1, 2, 3))),
+            rotation_weight=[0.5, 0.0],
+            base=base,
+        )
+        plain = goals_module.prepare_goals(g, 2)
+        kept = goals_module.prepare_goals(g, 2, memo)
+        for name in ("position", "rotation_model", "w_pos", "w_rot", "lin", "trans", "lin_inv"):
+            np.testing.assert_array_equal(getattr(kept, name), getattr(plain, name))
+        assert not kept.lin.flags.writeable
+        assert len(memo) <= goals_module.MEMO_SIZE
+    again = goals_module.prepare_goals(g, 2, memo)
+    assert again.lin is kept.lin  # the same value set: the kept arrays
