@@ -783,4 +783,4 @@ class _Run:
     def pointing_away(self, d: Array) -> NDArray[np.bool_]:
         """solve.py's ``pointing_away``; ``d``: the targets' distances from the chains' bases."""
         tip = np.sqrt(((self.target_model - self.points) ** 2).sum(axis=1))
-        return np.asarray((d > self.fs.inner) & (tip > d))
+        return np.asarray(tip > d + self.fs.inner)

@@ -1128,15 +1128,15 @@ def _in_reach_unmet(f, rig, fr, ru, w):
 
 @_piece
 def _away(f, e, d, rig, fr, w):
-    """The effector farther from its target than its chain's base is (``d``), the target
-    outside the chain's inner reach (``solve.pointing_away``)."""
+    """The effector farther from its target than its chain's base is (``d``) plus the chain's
+    inner reach (``solve.pointing_away``)."""
     tm, pts = fr.tm, w.pts
     tip = math.sqrt(
         (tm[f, e, 0] - pts[e, 0]) ** 2
         + (tm[f, e, 1] - pts[e, 1]) ** 2
         + (tm[f, e, 2] - pts[e, 2]) ** 2
     )
-    return d > rig.inner[e] and tip > d
+    return tip > d + rig.inner[e]
 
 
 @_piece

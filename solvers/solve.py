@@ -1330,15 +1330,16 @@ def _in_reach_unmet(
 
 
 def pointing_away(problem: _Problem, kin: Kinematics, tm: Array) -> NDArray[np.bool_]:
-    """(F, E) effectors farther from their targets than their chains' bases are, the targets
-    outside the chains' inner reach: never a minimum of the goal's error (at its best a chain is
-    at most d from a target d from its base), but where a straight chain turned away from a
-    target out of reach stands, the gradient vanishes and the lower bound (out of reach) would
-    let it stop there, |t| + L off instead of |t| - L (the race's 10-link chain, a target
-    behind it). There it is a saddle: the kick bends it, and it goes on to its bound."""
+    """(F, E) effectors farther from their targets than their chains' bases are (d) plus the
+    chains' inner reach: never a minimum of the goal's error (at its best a chain is
+    max(d - reach, inner - d, 0) off, less than d + inner), but where a straight chain stands
+    turned away from its target, or overshooting one near its base, the gradient vanishes, and
+    the lower bound of a goal out of reach let the loop stop there (the race's 10-link chain: a
+    target behind it ended |t| + L off instead of |t| - L). There it is a saddle: the kick
+    bends the chain, and it goes on to its best."""
     d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
     tip = np.linalg.norm(tm - kin.points, axis=-1)
-    return np.asarray((d > problem.inner) & (tip > d))
+    return np.asarray(tip > d + problem.inner)
 
 
 def lone_unmet(pos: Array, tol_pos: Array) -> NDArray[np.bool_]:

@@ -237,6 +237,14 @@ def test_a_straight_chain_turned_away_from_a_target_out_of_reach_turns_to_it(
     for f in range(2):
         one = Solver(skel, settings).solve(Goals(target[f : f + 1]))
         np.testing.assert_allclose(one.position_error, batched.position_error[f : f + 1])
+    # two bones 0.6 and 0.4 (inner reach 0.2), straight: a target at the base (0.2 off at
+    # best: folded) and one 0.1 in front of it (0.1), where the gradient vanishes too
+    rest = np.stack([np.eye(4), np.eye(4)])
+    rest[1, 1, 3] = 0.6
+    folded = Skeleton([-1, 0], rest, [Joint.ball(), Joint.ball()], [Effector(1, (0, 0.4, 0))])
+    near = np.array([[[0.0, 0.0, 0.0]], [[0.0, 0.1, 0.0]]])
+    res = solve(folded, Goals(near), settings)
+    np.testing.assert_allclose(res.position_error[:, 0], [0.2, 0.1], atol=1e-4)
 
 
 def test_prepare_goals_memo_gives_the_same_goals_and_stays_small() -> None:
