@@ -188,12 +188,11 @@ def iterate(
         np.empty((st.max_iterations + 1, frames)),
         np.zeros(frames, dtype=np.intp),
     )
-    if memo is None:
+    rules = None if memo is None else memo.get("rules")
+    if rules is None:
         rules = _rules(problem, goals, p.lam_a, p.lam_b)
-    else:
-        rules = memo.get("rules") or memo.setdefault(
-            "rules", _rules(problem, goals, p.lam_a, p.lam_b)
-        )
+        if memo is not None:
+            memo["rules"] = rules
     _call(p.rig, _frames(problem, goals, start, memo), rules, out)
     return out
 

@@ -260,10 +260,12 @@ class _Problem:
         """(F, E) a lower bound of each goal's position error (world units): the target's
         distance beyond its chain's reach, or inside its inner reach, from the chain's base,
         times the smallest scale of the armature's transform; 0 where the base can move (its
-        tree has a DOF above it) or the chain is empty. A goal whose error is within the
+        tree has a DOF above it), the chain is empty, or the effector points away from its
+        target (``pointing_away``: a saddle, not a bound). A goal whose error is within the
         tolerance of its bound can do no better."""
         d = np.linalg.norm(targets_model - kin.head[:, self.reach_base], axis=-1)
         gap = np.maximum(np.maximum(d - self.reach, self.inner - d), 0.0) * lin_min[:, None]
+        gap = np.where(pointing_away(self, kin, targets_model, d), 0.0, gap)
         fixed = self.base_fixed & (self.reach > 0)
         if g.on is not None:
             in_play = (g.on.astype(float) @ self.skel.dof_moves) > 0  # (F, n) the tree's DOFs
@@ -1065,7 +1067,6 @@ def _stop_tests(
         # pose is better, stop without creeping on toward the straight chain
         assert a.tm is not None and a.lin_min is not None
         lb = problem.lower_bound(kin, a.tm, a.lin_min, a.goals)
-        lb = np.where(pointing_away(problem, kin, a.tm), 0.0, lb)  # (a saddle: no bound)
         done = np.all(err.pos <= np.maximum(tol_pos, lb + BOUND_SLACK * st.tolerance), axis=1)
         done &= np.all(err.rot <= tol_rot, axis=1) & ~met & ~settling
         why[done] = STATIONARY
@@ -1322,22 +1323,21 @@ def _in_reach_unmet(
     tm = goals.targets_model()  # (F, E, 3)
     d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
     inside = (d < 0.99 * problem.reach) & (d > 1.01 * problem.inner)
-    inside |= pointing_away(problem, kin, tm)
+    inside |= pointing_away(problem, kin, tm, d)
     unmet = (err.pos > st.tolerance) & problem.use_pos
     if goals.on is not None:
         unmet &= goals.on
     return np.asarray(np.any(inside & unmet, axis=1))
 
 
-def pointing_away(problem: _Problem, kin: Kinematics, tm: Array) -> NDArray[np.bool_]:
-    """(F, E) effectors farther from their targets than their chains' bases are (d) plus the
-    chains' inner reach: never a minimum of the goal's error (at its best a chain is
-    max(d - reach, inner - d, 0) off, less than d + inner), but where a straight chain stands
-    turned away from its target, or overshooting one near its base, the gradient vanishes, and
-    the lower bound of a goal out of reach let the loop stop there (the race's 10-link chain: a
-    target behind it ended |t| + L off instead of |t| - L). There it is a saddle: the kick
-    bends the chain, and it goes on to its best."""
-    d = np.linalg.norm(tm - kin.head[:, problem.reach_base], axis=-1)
+def pointing_away(problem: _Problem, kin: Kinematics, tm: Array, d: Array) -> NDArray[np.bool_]:
+    """(F, E) effectors farther from their targets ``tm`` than their chains' bases are
+    (``d``) plus the chains' inner reach: never a minimum of the goal's error (at its best a
+    chain is max(d - reach, inner - d, 0) off, less than d + inner), but where a straight chain
+    stands turned away from its target, or overshooting one near its base, the gradient
+    vanishes, and the lower bound of a goal out of reach let the loop stop there (the race's
+    10-link chain: a target behind it ended |t| + L off instead of |t| - L). There it is a
+    saddle: the kick bends the chain, and it goes on to its best."""
     tip = np.linalg.norm(tm - kin.points, axis=-1)
     return np.asarray(tip > d + problem.inner)
 

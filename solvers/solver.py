@@ -71,14 +71,8 @@ class Solver:
         self._fast: dict[bytes, list[FrameSolver] | None] = {}
         self._compiled: dict[bytes, list[_KernelTree] | None] = {}
         self._goal_memo: dict[tuple[Any, ...], Any] = {}  # prepare_goals' unchanging parts
-        # the one-frame path applies to these settings and this skeleton (trees solved one
-        # after the other, goal priority: the batched loop)
-        self._one_frame_rig = (
-            self.settings.mode == "converge"
-            and self.settings.method not in SINGULAR_VALUE_METHODS
-            and not carries(skeleton)
-            and not has_levels(skeleton, self.trees_all)
-        )
+        # trees solved one after the other, goal priority: the batched loop, never one frame
+        self._trees_in_order = carries(skeleton) or has_levels(skeleton, self.trees_all)
 
     def trees(self, goals: Goals) -> list[NDArray[np.intp]]:
         """The IK trees (effector indices) ``solve`` splits these goals into."""
@@ -114,11 +108,9 @@ class Solver:
         """The one-frame path (None when it does not apply)."""
         st, skel = self.settings, self.skeleton
         position = np.asarray(goals.position, dtype=float)
-        if position.ndim != 3 or position.shape[0] != 1:
+        if st.mode != "converge" or position.ndim != 3 or position.shape[0] != 1:
             return None
-        if not (self._one_frame_rig and st.mode == "converge"):
-            return None
-        if st.method in SINGULAR_VALUE_METHODS:
+        if st.method in SINGULAR_VALUE_METHODS or self._trees_in_order:
             return None
         if goals.balance is not None or goals.support is not None:
             return None
