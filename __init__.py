@@ -20,18 +20,22 @@ def register() -> None:
 
 
 def _kernel_cache() -> None:
-    """The solver's compiled loop (solvers/kernel.py) keeps its numba cache in the extension's
-    own user folder (never the add-on folder). It compiles on the first solve that uses it, in
-    the calling thread (a background compile beside Blender's own work crashed a test process
-    once), 20-35 s once per install, then loads from this cache in about 0.6 s."""
+    """The solver's compiled loops (solvers/kernel.py) keep their numba cache in the extension's
+    own user folder (never the add-on folder). Once per install (and after an update) a child
+    process builds them there (solvers/warmup.py: about 80 s on a 2-core machine, beside
+    Blender, not in it: a background compile in Blender's process crashed a test process once);
+    a solve that comes first waits for it. Later sessions load them from the cache."""
+    import os
+
     import bpy
 
-    from .solvers import kernel
+    from .solvers import kernel, warmup
 
     try:
         kernel.CACHE_DIR = bpy.utils.extension_path_user(__package__, path="numba", create=True)
     except (ValueError, OSError):  # not installed as an extension (a checkout in tests)
         kernel.CACHE_DIR = None
+    warmup.start(kernel.CACHE_DIR, __package__, os.path.dirname(os.path.abspath(__file__)))
 
 
 def unregister() -> None:

@@ -66,7 +66,7 @@ trap - ERR
 # JIK_HARD_EXIT makes tests/conftest.py end the process right after pytest's summary, and the
 # line is judged by that summary (python -u: written at once, not lost in a pipe buffer).
 log=$(mktemp)
-JIK_HARD_EXIT=1 "$venv/bin/python" -u -m pytest tests/blender tests/solvers -q -p no:cacheprovider \
+JIK_LINE=$line JIK_HARD_EXIT=1 "$venv/bin/python" -u -m pytest tests/blender tests/solvers -q -p no:cacheprovider \
   -W ignore::DeprecationWarning "$@" | tee "$log" || true
 summary=$(grep -E "[0-9]+ (passed|failed|errors?)( |,|$)" "$log" | tail -n 1)
 passed=$(grep -oE "[0-9]+ passed" <<<"$summary" | grep -oE "[0-9]+" || echo 0)

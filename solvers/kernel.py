@@ -31,8 +31,10 @@ what each tree keeps; compiled the first time a bake smooths (about 30 s, cached
 numba is optional: the extension zip carries its wheels where they exist (README), and without
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
 first call compiles the kernel (20-35 s, once per install: ``cache=True`` keeps it on disk in
-``CACHE_DIR``, from where later sessions load it in about 0.6 s). It compiles in the calling
-thread: a compile in a background thread beside Blender's own work crashed a test process once.
+``CACHE_DIR``, from where later sessions load it in about 0.6 s). An installed add-on has a
+child process build all three into ``CACHE_DIR`` when it is enabled (solvers/warmup.py); a first
+call waits for that child rather than compile beside it. Never in a thread of this process: a
+compile in a background thread beside Blender's own work crashed a test process once.
 """
 
 from __future__ import annotations
@@ -324,6 +326,10 @@ def _kernel(cache: bool = True, loop: int = 0) -> Any:
     """The compiled ``_loop`` (``loop`` 0) or ``_hold_loop`` (1), compiled or loaded once."""
     with _LOCK:
         if loop not in _COMPILED:
+            if cache:  # a child building the cache (solvers/warmup.py): load, not compile again
+                from . import warmup
+
+                warmup.wait()
             if cache and not _LOCATOR:
                 _install_locator()
                 _LOCATOR.append(True)

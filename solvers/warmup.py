@@ -1,0 +1,232 @@
+"""The compiled loops built once after install, in a separate process (``start``).
+
+numba compiles each of ``kernel.LOOPS`` on its first use and keeps it on disk
+(``kernel.CACHE_DIR``): about 20-40 s each, once per install, and a bake or drag that comes first
+waits for it. ``start`` runs that compile in a child process when the add-on is registered: it
+imports this package under the add-on's own module name (a cache refers to its module by name)
+and solves a small rig that runs all three loops (``run``), with the same argument types as a
+bake and live posing, so later sessions and the first bake load them from the cache instead.
+A separate process, not a thread: a background compile beside Blender's own work crashed a test
+process once; a child shares nothing with Blender but the cache folder. ``wait`` lets the first
+solve of a session wait for a running child rather than compile the same loop again beside it.
+
+Pure Python and numpy (no bpy): the child runs the Python that runs Blender (``sys.executable``)
+with the parent's ``sys.path`` (where Blender put the extension's numba wheels).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+MARKER = "warm-{stamp}-py{major}{minor}-numba{numba}.json"
+"""Written into the cache folder by a child when it is done: the loops it built (all of them, or
+why not), for the kernel's sources (their stamp), the Python and numba in its name. A register
+that finds it starts no child."""
+WAIT = 300.0
+"""The longest a solve waits for a running child (seconds); then it compiles itself."""
+
+_CHILD: list[subprocess.Popen[bytes]] = []
+
+
+def marker_path(cache_dir: str) -> str | None:
+    """Where the marker of a complete build for this checkout, Python and numba goes; None
+    without numba."""
+    from . import kernel
+
+    if kernel.numba is None:
+        return None
+    stamp = kernel.source_stamp(os.path.dirname(os.path.abspath(kernel.__file__)))[:16]
+    name = MARKER.format(
+        stamp=stamp,
+        major=sys.version_info.major,
+        minor=sys.version_info.minor,
+        numba=kernel.numba.__version__,
+    )
+    return os.path.join(cache_dir, name)
+
+
+def start(cache_dir: str | None, package: str, addon_dir: str) -> bool:
+    """Start the child that builds the loops into ``cache_dir`` for the add-on ``package``
+    (its module name, e.g. ``bl_ext.user_default.jacobian_ik``) found in ``addon_dir``; False
+    when there is nothing to do (no cache folder, numba missing or switched off, built before,
+    a child already running) or no Python to run it with."""
+    from . import kernel
+
+    if cache_dir is None or not kernel.enabled() or running():
+        return False
+    marker = marker_path(cache_dir)
+    if marker is None or os.path.exists(marker):
+        return False
+    python = sys.executable
+    if not python or "python" not in os.path.basename(python).lower():
+        return False  # (an embedding that reports its own binary: no child)
+    args = [python, "-I", "-c", _CHILD_CODE, json.dumps([package, addon_dir, cache_dir, sys.path])]
+    try:
+        with open(os.path.join(cache_dir, "warmup.log"), "wb") as log:  # what a failed child said
+            child = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # Windows: no console
+            )
+    except OSError:
+        return False
+    _CHILD[:] = [child]
+    return True
+
+
+def running() -> bool:
+    """A child started by ``start`` is still building."""
+    return bool(_CHILD) and _CHILD[0].poll() is None
+
+
+def wait(timeout: float = WAIT) -> None:
+    """Wait for a running child (up to ``timeout`` seconds) so the loops load from its cache."""
+    if running():
+        try:
+            _CHILD[0].wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+# The child: the add-on's package imported under its own name from its folder (its __init__
+# imports bpy only in register), below empty parent packages (``bl_ext.user_default``), then
+# ``run``.
+_CHILD_CODE = """
+import importlib, importlib.util, json, os, sys, types
+package, addon_dir, cache_dir, path = json.loads(sys.argv[1])
+sys.path[:] = path
+parts = package.split(".")
+for i in range(1, len(parts)):
+    parent = types.ModuleType(".".join(parts[:i]))
+    parent.__path__ = []
+    sys.modules.setdefault(parent.__name__, parent)
+spec = importlib.util.spec_from_file_location(
+    package, os.path.join(addon_dir, "__init__.py"), submodule_search_locations=[addon_dir])
+module = importlib.util.module_from_spec(spec)
+sys.modules[package] = module
+spec.loader.exec_module(module)
+warmup = importlib.import_module(package + ".solvers.warmup")
+sys.exit(warmup.main(cache_dir))
+"""
+
+
+def main(cache_dir: str) -> int:
+    """The child's work: build every loop into ``cache_dir``, then write the marker."""
+    from . import kernel
+
+    kernel.CACHE_DIR = cache_dir
+    marker = marker_path(cache_dir)
+    if marker is None:
+        return 1
+    t0 = time.perf_counter()
+    error = None
+    try:
+        built = run()
+    except Exception as exc:  # recorded, so later sessions do not start a child that fails again
+        built, error = [], f"{type(exc).__name__}: {exc}"
+    tmp = f"{marker}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        seconds = round(time.perf_counter() - t0, 1)
+        json.dump(
+            {"seconds": seconds, "loops": built, "error": error or next(iter(kernel.BROKEN), None)},
+            f,
+        )
+    os.replace(tmp, marker)
+    return 0 if built == list(range(len(kernel.LOOPS))) else 1
+
+
+def run() -> list[int]:
+    """Solve, repair and smooth a small two-level rig over a few frames (what a bake does) and
+    one frame through a ``Solver`` (what live posing does): every loop of ``kernel.LOOPS``
+    runs. The loops that ran compiled, by number (all three when numba works here)."""
+    from . import flips, kernel, smooth
+    from .goals import Goals
+    from .skeleton import Pose
+    from .solve import Settings, solve
+    from .solver import Solver
+
+    ran: set[int] = set()
+    call = kernel._call
+
+    def spy(*args: Any, loop: int = 0) -> None:
+        call(*args, loop=loop)
+        ran.add(loop)
+
+    kernel._call = spy
+    try:
+        skeleton = rig()
+        goals = Goals(position=targets(skeleton, 12))
+        settings = Settings()
+        start_pose = Pose.rest(skeleton.n_bones, 12)
+        result = solve(skeleton, goals, settings, start_pose)
+        result, _ = flips.repair(skeleton, goals, settings, start_pose, result)
+        smooth.smooth(skeleton, goals, settings, result, settings.smooth_passes)
+        Solver(skeleton, settings).solve(Goals(position=targets(skeleton, 1)))
+    except kernel.KernelUnavailable:
+        pass
+    finally:
+        kernel._call = call
+    return sorted(ran)
+
+
+def rig() -> Any:
+    """A torso: hips (fixed), spine of 3, neck and head, two arms of shoulder, upper arm,
+    forearm and hand; the hands' chains run through the spine, the head's from the chest (two
+    levels of goal priority)."""
+    from .skeleton import Effector, Joint, Skeleton
+
+    names = ["hips", "spine0", "spine1", "spine2", "neck", "head"]
+    parents = [-1, 0, 1, 2, 3, 4]
+    lengths = [0.1, 0.18, 0.18, 0.18, 0.1, 0.2]
+    turns = [np.eye(3)] * 6
+    for side, k in (("L", 1.0), ("R", -1.0)):
+        names += [f"shoulder.{side}", f"upper_arm.{side}", f"forearm.{side}", f"hand.{side}"]
+        parents += [3, len(names) - 4, len(names) - 3, len(names) - 2]
+        lengths += [0.15, 0.3, 0.27, 0.1]
+        side_turn = np.array([[0.0, k, 0.0], [-k, 0.0, 0.0], [0.0, 0.0, 1.0]])  # +Y to -/+X
+        turns += [side_turn, np.eye(3), _bend(0.2), np.eye(3)]
+    rest = np.stack([np.eye(4)] * len(names))
+    for b, p in enumerate(parents):
+        rest[b, :3, :3] = turns[b]
+        if p >= 0:
+            rest[b, 1, 3] = lengths[p]
+    rest[0, :3, 3] = (0.0, 0.0, 1.0)
+    joints = [Joint.fixed()] + [Joint.ball()] * (len(names) - 1)
+
+    def tip(b: int) -> tuple[float, float, float]:
+        return (0.0, lengths[b], 0.0)
+
+    effectors = [
+        Effector(5, tip(5), "head", (3, 4, 5)),
+        Effector(9, tip(9), "hand.L", (1, 2, 3, 6, 7, 8, 9)),
+        Effector(13, tip(13), "hand.R", (1, 2, 3, 10, 11, 12, 13)),
+    ]
+    return Skeleton(parents, rest, joints, effectors, names=names)
+
+
+def targets(skeleton: Any, frames: int) -> np.ndarray:
+    """Targets that move smoothly: the head up and forward, the hands sweeping outward until
+    they pull apart beyond what both can reach."""
+    from .skeleton import Pose
+
+    tips = skeleton.forward_kinematics(Pose.rest(skeleton.n_bones)).points[0]
+    t = np.linspace(0.0, 1.0, frames)[:, None]
+    out = np.repeat(tips[None], frames, axis=0)
+    out[:, 0] += np.hstack([0.0 * t, 0.1 * t, 0.05 * t])
+    out[:, 1] += np.hstack([0.6 * t, 0.2 * t, 0.3 - 0.2 * t])
+    out[:, 2] += np.hstack([-0.6 * t, 0.3 * t, -0.1 * t])
+    return out
+
+
+def _bend(angle: float) -> np.ndarray:
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
