@@ -9,6 +9,8 @@ The solver lives in ``solvers`` (numpy only); ``bridge`` reads rigs and writes p
 
 
 def register() -> None:
+    import bpy
+
     from . import draw, live, operators, panels, properties
 
     properties.register()
@@ -17,6 +19,8 @@ def register() -> None:
     live.register()
     draw.register()
     _kernel_cache()
+    if _on_load_post not in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.append(bpy.app.handlers.persistent(_on_load_post))
 
 
 def _kernel_cache() -> None:
@@ -38,9 +42,45 @@ def _kernel_cache() -> None:
     warmup.start(kernel.CACHE_DIR, __package__, os.path.dirname(os.path.abspath(__file__)))
 
 
+def preload_kernel() -> None:
+    """Load the compiled loops from their cache now (solvers/warmup.py ``preload``: never a
+    compile), so the session's first bake or drag does not wait 0.2-0.6 s for it: when a file
+    with goals is opened and when goals are added. In Blender's UI at the next idle moment (a
+    timer), headless at once."""
+    import bpy
+
+    from .solvers import warmup
+
+    if bpy.app.background:
+        warmup.preload()
+    elif not bpy.app.timers.is_registered(_preload_timer):
+        bpy.app.timers.register(_preload_timer, first_interval=0.1)
+
+
+def _preload_timer() -> None:
+    from .solvers import warmup
+
+    warmup.preload()
+
+
+def _on_load_post(*_args: object) -> None:
+    """A file was opened: preload the compiled loops if any armature in it has goals."""
+    import bpy
+
+    props = (getattr(ob, "jacobian_ik", None) for ob in bpy.data.objects if ob.type == "ARMATURE")
+    if any(p is not None and len(p.goals) for p in props):
+        preload_kernel()
+
+
 def unregister() -> None:
+    import bpy
+
     from . import draw, live, operators, panels, properties
 
+    while _on_load_post in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(_on_load_post)
+    if bpy.app.timers.is_registered(_preload_timer):
+        bpy.app.timers.unregister(_preload_timer)
     draw.unregister()
     live.unregister()
     panels.unregister()

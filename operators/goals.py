@@ -9,6 +9,7 @@ import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 from mathutils import Matrix
 
+from .. import preload_kernel
 from ..bridge import stash
 from . import poll
 
@@ -66,6 +67,7 @@ class JACOBIAN_IK_OT_add_goal(bpy.types.Operator):
         goal.use_tail = self.use_tail
         props.active_goal_index = len(props.goals) - 1
         self.report({"INFO"}, f"Added goal for {name!r} with target {empty.name!r}")
+        preload_kernel()  # the first solve need not load the compiled loops
         return {"FINISHED"}
 
 
@@ -176,6 +178,7 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
             f"Imported {len(converted)} IK constraint(s) as goals; they are stashed on the "
             "goals (Restore IK Constraints puts them back)",
         )
+        preload_kernel()
         return {"FINISHED"}
 
 

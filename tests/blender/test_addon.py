@@ -160,7 +160,24 @@ def test_zip_installs_and_runs(built_zip: Path, tmp_path: Path) -> None:
                       for k, d in kernel._COMPILED.items()}}
             assert stats and all(m == 0 and h == 1 for h, m in stats.values()), stats
             print("KERNEL_FROM_CHILD", stats)
+        bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "goals.blend")!r})
         print("INSTALLED", addon.__name__, addon.__file__)
+        """
+    )
+    # a later session: opening a file with goals loads the loops (solvers/warmup.py
+    # ``preload``), before any solve
+    later = textwrap.dedent(
+        f"""
+        import bpy
+        bpy.ops.preferences.addon_enable(module="bl_ext.user_default.jacobian_ik")
+        from bl_ext.user_default.jacobian_ik.solvers import kernel
+        assert not kernel._COMPILED
+        bpy.ops.wm.open_mainfile(filepath={str(tmp_path / "goals.blend")!r})
+        stats = {{k: (sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values()))
+                  for k, d in kernel._COMPILED.items()}}
+        print("PRELOADED", kernel.enabled(), stats)
+        assert not kernel.enabled() or (
+            sorted(stats) == [0, 1, 2] and all(v == (1, 0) for v in stats.values())), stats
         """
     )
     env = {
@@ -175,3 +192,10 @@ def test_zip_installs_and_runs(built_zip: Path, tmp_path: Path) -> None:
     assert "INSTALLED bl_ext.user_default.jacobian_ik" in done.stdout
     assert "BAKE_LIVE_OK" in done.stdout
     assert str(tmp_path) in done.stdout  # installed under the throwaway HOME
+    again = subprocess.run(
+        [sys.executable, "-c", later], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    from jacobian_ik.solvers import kernel
+
+    assert f"PRELOADED {kernel.numba is not None}" in again.stdout
