@@ -13,6 +13,7 @@ import bpy
 from ..bridge import rig
 from ..bridge.errors import RigError
 from ..bridge.settings import SETTINGS_FIELDS, SHOWN_IF, method_properties
+from ..solvers import warmup
 from .live import VIEW3D_PT_jacobian_ik_live, draw_live_toggle
 
 
@@ -77,6 +78,8 @@ class VIEW3D_PT_jacobian_ik(_IKPanel, bpy.types.Panel):
         row.scale_y = 1.4
         row.operator("jacobian_ik.solve", icon="CON_KINEMATIC")
         row.operator("jacobian_ik.bake", icon="KEYINGSET")
+        if warmup.running():  # once after install (solvers/warmup.py)
+            layout.label(text="Building the compiled solver: a solve waits for it", icon="TIME")
         draw_live_toggle(layout, props)
         if "rig_id" in context.object.data:  # a generated Rigify rig
             layout.operator("jacobian_ik.bake_rigify_fk", icon="ARMATURE_DATA")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from blender_helpers import add_goal, chain_bones, make_armature, make_empty
 
 
@@ -57,6 +58,24 @@ def test_panels_draw(clean: Any) -> None:
 
     results = draw(panels.VIEW3D_PT_jacobian_ik_results, ob)
     assert ("label",) in [(n,) for n, _ in results]
+
+
+def test_the_panel_says_while_the_compiled_solver_is_built(
+    clean: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jacobian_ik import panels
+    from jacobian_ik.solvers import warmup
+
+    ob = make_armature("Arm", chain_bones(2))
+    add_goal(ob, "b1", make_empty("T", (1.0, 1.0, 0.0)))
+
+    def labels() -> int:
+        return sum(name == "label" for name, _ in draw(panels.VIEW3D_PT_jacobian_ik, ob))
+
+    monkeypatch.setattr(warmup, "running", lambda: False)
+    without = labels()
+    monkeypatch.setattr(warmup, "running", lambda: True)
+    assert labels() == without + 1
 
 
 def test_full_body_settings_are_drawn(clean: Any) -> None:
