@@ -329,7 +329,7 @@ def _kernel(cache: bool = True, loop: int = 0) -> Any:
             if cache:  # a child building the cache (solvers/warmup.py): load, not compile again
                 from . import warmup
 
-                warmup.wait()
+                warmup.wait(loop)
             if cache and not _LOCATOR:
                 _install_locator()
                 _LOCATOR.append(True)

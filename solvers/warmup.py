@@ -1,17 +1,19 @@
-"""The compiled loops built once after install, in a separate process (``start``).
+"""The compiled loops built once after install, in separate processes (``start``).
 
 numba compiles each of ``kernel.LOOPS`` on its first use and keeps it on disk
 (``kernel.CACHE_DIR``): about 20-40 s each, once per install, and a bake or drag that comes first
-waits for it. ``start`` runs that compile in a child process when the add-on is registered: it
-imports this package under the add-on's own module name (a cache refers to its module by name)
-and solves a small rig that runs all three loops (``run``), with the same argument types as a
-bake and live posing, so later sessions and the first bake load them from the cache instead.
-A separate process, not a thread: a background compile beside Blender's own work crashed a test
-process once; a child shares nothing with Blender but the cache folder. ``wait`` lets the first
-solve of a session wait for a running child rather than compile the same loop again beside it.
+waits for it. ``start`` runs those compiles in child processes when the add-on is registered, one
+per loop, side by side: each imports this package under the add-on's own module name (a cache
+refers to its module by name) and solves a small rig (``run``) with the same argument types as a
+bake and live posing, its own loop compiled and the others in numpy, so later sessions and the
+first bake load them from the cache instead. Separate processes, not threads: a background
+compile beside Blender's own work crashed a test process once; a child shares nothing with
+Blender but the cache folder. ``wait`` lets the first call of a loop wait for the child that
+builds it rather than compile it again beside it; ``preload`` loads them in this process.
 
-Pure Python and numpy (no bpy): the child runs the Python that runs Blender (``sys.executable``)
-with the parent's ``sys.path`` (where Blender put the extension's numba wheels).
+Pure Python and numpy (no bpy): the children run the Python that runs Blender
+(``sys.executable``) with the parent's ``sys.path`` (where Blender put the extension's numba
+wheels).
 """
 
 from __future__ import annotations
@@ -25,19 +27,19 @@ from typing import Any
 
 import numpy as np
 
-MARKER = "warm-{stamp}-py{major}{minor}-numba{numba}.json"
-"""Written into the cache folder by a child when it is done: the loops it built (all of them, or
-why not), for the kernel's sources (their stamp), the Python and numba in its name. A register
-that finds it starts no child."""
+MARKER = "warm-{stamp}-py{major}{minor}-numba{numba}-loop{loop}.json"
+"""Written into the cache folder by a child when it is done: whether it built its loop (or why
+not), for the kernel's sources (their stamp), the Python and numba in its name. A register that
+finds it starts no child for that loop."""
 WAIT = 300.0
-"""The longest a solve waits for a running child (seconds); then it compiles itself."""
+"""The longest a call waits for a running child (seconds); then it compiles itself."""
 
-_CHILD: list[subprocess.Popen[bytes]] = []
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _PRELOADED: list[bool] = []
 
 
-def marker_path(cache_dir: str) -> str | None:
-    """Where the marker of a complete build for this checkout, Python and numba goes; None
+def marker_path(cache_dir: str, loop: int) -> str | None:
+    """Where the marker of ``loop``'s build for this checkout, Python and numba goes; None
     without numba."""
     from . import kernel
 
@@ -49,83 +51,93 @@ def marker_path(cache_dir: str) -> str | None:
         major=sys.version_info.major,
         minor=sys.version_info.minor,
         numba=kernel.numba.__version__,
+        loop=loop,
     )
     return os.path.join(cache_dir, name)
 
 
+def built(cache_dir: str, loop: int) -> bool | None:
+    """Whether a child built ``loop`` (True), tried and failed (False), or never ran (None)."""
+    try:
+        with open(marker_path(cache_dir, loop) or "", encoding="utf-8") as f:
+            return bool(json.load(f).get("built"))
+    except (OSError, ValueError):
+        return None
+
+
 def start(cache_dir: str | None, package: str, addon_dir: str) -> bool:
-    """Start the child that builds the loops into ``cache_dir`` for the add-on ``package``
+    """Start a child for each loop not built into ``cache_dir`` yet, for the add-on ``package``
     (its module name, e.g. ``bl_ext.user_default.jacobian_ik``) found in ``addon_dir``; False
-    when there is nothing to do (no cache folder, numba missing or switched off, built before,
-    a child already running) or no Python to run it with."""
+    when there is nothing to do (no cache folder, numba missing or switched off, every loop
+    built or tried, or being built) or no Python to run them with."""
     from . import kernel
 
-    if cache_dir is None or not kernel.enabled() or running():
-        return False
-    marker = marker_path(cache_dir)
-    if marker is None or os.path.exists(marker):
+    if cache_dir is None or not kernel.enabled():
         return False
     python = sys.executable
     if not python or "python" not in os.path.basename(python).lower():
         return False  # (an embedding that reports its own binary: no child)
-    args = [python, "-I", "-c", _CHILD_CODE, json.dumps([package, addon_dir, cache_dir, sys.path])]
-    try:
-        with open(os.path.join(cache_dir, "warmup.log"), "wb") as log:  # what a failed child said
-            child = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # Windows: no console
-            )
-    except OSError:
-        return False
-    _CHILD[:] = [child]
-    return True
-
-
-def running() -> bool:
-    """A child started by ``start`` is still building."""
-    return bool(_CHILD) and _CHILD[0].poll() is None
-
-
-def wait(timeout: float = WAIT) -> None:
-    """Wait for a running child (up to ``timeout`` seconds) so the loops load from its cache."""
-    if running():
+    started = False
+    for loop in range(len(kernel.LOOPS)):
+        if running(loop) or built(cache_dir, loop) is not None:
+            continue
+        argv = json.dumps([package, addon_dir, cache_dir, loop, sys.path])
         try:
-            _CHILD[0].wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
+            with open(os.path.join(cache_dir, f"warmup-loop{loop}.log"), "wb") as log:
+                _CHILDREN[loop] = subprocess.Popen(
+                    [python, "-I", "-c", _CHILD_CODE, argv],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,  # what a failed child said
+                    stderr=subprocess.STDOUT,
+                    creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # Windows: no console
+                )
+        except OSError:
+            return started
+        started = True
+    return started
+
+
+def running(loop: int | None = None) -> bool:
+    """A child started by ``start`` (for ``loop``, or any) is still building."""
+    loops = list(_CHILDREN) if loop is None else [loop]
+    return any(k in _CHILDREN and _CHILDREN[k].poll() is None for k in loops)
+
+
+def wait(loop: int | None = None, timeout: float = WAIT) -> None:
+    """Wait for the running child of ``loop`` (or every child), up to ``timeout`` seconds in
+    all, so the loops load from the cache rather than compile here too."""
+    end = time.monotonic() + timeout
+    for k, child in list(_CHILDREN.items()):
+        if (loop is None or k == loop) and child.poll() is None:
+            try:
+                child.wait(max(end - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def preload() -> bool:
-    """Load every loop in this process from the cache a child built (``run``: the small rig's
-    solves take milliseconds once loaded), so that the session's first bake or drag does not
-    (0.2-0.6 s). Nothing when there is no complete build (this never starts a compile on
-    purpose), a child is still building, or it was done before in this process."""
+    """Load every loop in this process from the cache the children built (``run``: the small
+    rig's solves take milliseconds once loaded), so that the session's first bake or drag does
+    not (0.2-0.6 s). Nothing unless every loop is built and no child runs (this never starts a
+    compile on purpose), or when done before in this process."""
     from . import kernel
 
-    if _PRELOADED or kernel.CACHE_DIR is None or not kernel.enabled() or running():
+    cache = kernel.CACHE_DIR
+    if _PRELOADED or cache is None or not kernel.enabled() or running():
         return False
-    marker = marker_path(kernel.CACHE_DIR)
-    try:
-        with open(marker or "", encoding="utf-8") as f:
-            done = json.load(f)
-    except (OSError, ValueError):
-        return False
-    if done.get("loops") != list(range(len(kernel.LOOPS))):
+    if not all(built(cache, k) for k in range(len(kernel.LOOPS))):
         return False
     _PRELOADED.append(True)
     run()
     return True
 
 
-# The child: the add-on's package imported under its own name from its folder (its __init__
+# A child: the add-on's package imported under its own name from its folder (its __init__
 # imports bpy only in register), below empty parent packages (``bl_ext.user_default``), then
-# ``run``.
+# ``main``.
 _CHILD_CODE = """
 import importlib, importlib.util, json, os, sys, types
-package, addon_dir, cache_dir, path = json.loads(sys.argv[1])
+package, addon_dir, cache_dir, loop, path = json.loads(sys.argv[1])
 sys.path[:] = path
 parts = package.split(".")
 for i in range(1, len(parts)):
@@ -138,39 +150,38 @@ module = importlib.util.module_from_spec(spec)
 sys.modules[package] = module
 spec.loader.exec_module(module)
 warmup = importlib.import_module(package + ".solvers.warmup")
-sys.exit(warmup.main(cache_dir))
+sys.exit(warmup.main(cache_dir, loop))
 """
 
 
-def main(cache_dir: str) -> int:
-    """The child's work: build every loop into ``cache_dir``, then write the marker."""
+def main(cache_dir: str, loop: int) -> int:
+    """A child's work: build ``loop`` into ``cache_dir``, then write its marker."""
     from . import kernel
 
     kernel.CACHE_DIR = cache_dir
-    marker = marker_path(cache_dir)
+    marker = marker_path(cache_dir, loop)
     if marker is None:
         return 1
     t0 = time.perf_counter()
     error = None
     try:
-        built = run()
+        ok = run(only=loop) == [loop]
     except Exception as exc:  # recorded, so later sessions do not start a child that fails again
-        built, error = [], f"{type(exc).__name__}: {exc}"
+        ok, error = False, f"{type(exc).__name__}: {exc}"
     tmp = f"{marker}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         seconds = round(time.perf_counter() - t0, 1)
-        json.dump(
-            {"seconds": seconds, "loops": built, "error": error or next(iter(kernel.BROKEN), None)},
-            f,
-        )
+        error = error or next(iter(kernel.BROKEN), None)
+        json.dump({"seconds": seconds, "built": ok, "error": error}, f)
     os.replace(tmp, marker)
-    return 0 if built == list(range(len(kernel.LOOPS))) else 1
+    return 0 if ok else 1
 
 
-def run() -> list[int]:
+def run(only: int | None = None) -> list[int]:
     """Solve, repair and smooth a small two-level rig over a few frames (what a bake does) and
     one frame through a ``Solver`` (what live posing does): every loop of ``kernel.LOOPS``
-    runs. The loops that ran compiled, by number (all three when numba works here)."""
+    runs, or only the loop ``only`` compiled and the others in numpy (as where they do not
+    load). The loops that ran compiled, by number."""
     from . import flips, kernel, smooth
     from .goals import Goals
     from .skeleton import Pose
@@ -181,6 +192,8 @@ def run() -> list[int]:
     call = kernel._call
 
     def spy(*args: Any, loop: int = 0) -> None:
+        if only is not None and loop != only:
+            raise kernel.KernelUnavailable("built by another child")
         call(*args, loop=loop)
         ran.add(loop)
 

@@ -48,23 +48,24 @@ print(json.dumps({str(k): [sum(d.stats.cache_hits.values()), sum(d.stats.cache_m
     os.environ.get("JIK_LINE") in ("4.2", "4.5"),
     reason="the same Python 3.11 and numba as line 5.0, where it runs (about 2.5 minutes)",
 )
-def test_the_child_builds_every_loop_and_a_later_session_only_loads_them(
+def test_the_children_build_every_loop_and_a_later_session_only_loads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = str(tmp_path / "numba")
     os.makedirs(cache)
-    monkeypatch.setattr(warmup, "_CHILD", [])
+    monkeypatch.setattr(warmup, "_CHILDREN", {})
     assert warmup.start(cache, "jacobian_ik", str(ROOT))
-    assert warmup.running()
-    assert not warmup.start(cache, "jacobian_ik", str(ROOT))  # one child at a time
-    warmup.wait(900)
-    child = warmup._CHILD[0]
-    assert child.returncode == 0
-    marker = warmup.marker_path(cache)
-    assert marker is not None and os.path.exists(marker)
-    with open(marker, encoding="utf-8") as f:
-        done = json.load(f)
-    assert done["loops"] == [0, 1, 2] and done["error"] is None
+    assert sorted(warmup._CHILDREN) == [0, 1, 2] and warmup.running()
+    assert not warmup.start(cache, "jacobian_ik", str(ROOT))  # one child per loop
+    warmup.wait(timeout=900)
+    assert not warmup.running()
+    for loop, child in warmup._CHILDREN.items():
+        assert child.returncode == 0, loop
+        marker = warmup.marker_path(cache, loop)
+        assert marker is not None
+        with open(marker, encoding="utf-8") as f:
+            done = json.load(f)
+        assert done["built"] is True and done["error"] is None, done
     assert not warmup.start(cache, "jacobian_ik", str(ROOT))  # built: nothing to do
 
     later = subprocess.run(
@@ -85,7 +86,7 @@ def test_the_child_builds_every_loop_and_a_later_session_only_loads_them(
 def test_nothing_starts_without_a_cache_folder_or_with_the_kernel_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(warmup, "_CHILD", [])
+    monkeypatch.setattr(warmup, "_CHILDREN", {})
     assert not warmup.start(None, "jacobian_ik", str(ROOT))
     monkeypatch.setenv("JACOBIAN_IK_KERNEL", "0")
     assert not warmup.start(str(tmp_path), "jacobian_ik", str(ROOT))
@@ -95,7 +96,9 @@ def test_nothing_starts_without_a_cache_folder_or_with_the_kernel_off(
 
 @pytest.mark.skipif(not kernel.enabled(), reason="numba is not installed")
 def test_the_childs_rig_runs_every_loop() -> None:
-    """``run`` itself, in this process (the loops compiled or loaded here)."""
+    """``run`` itself, in this process (the loops compiled or loaded here): all three, or one
+    of them with the others in numpy (a child's share)."""
     assert warmup.run() == [0, 1, 2]
+    assert [warmup.run(only=k) for k in range(3)] == [[0], [1], [2]]
     skel = warmup.rig()
     assert skel.n_effectors == 3 and warmup.targets(skel, 12).shape == (12, 3, 3)
