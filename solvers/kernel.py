@@ -32,9 +32,10 @@ numba is optional: the extension zip carries its wheels where they exist (README
 it, or with ``JACOBIAN_IK_KERNEL=0`` in the environment, every problem runs the numpy loop. The
 first call compiles the kernel (20-35 s, once per install: ``cache=True`` keeps it on disk in
 ``CACHE_DIR``, from where later sessions load it in about 0.6 s). An installed add-on has a
-child process build all three into ``CACHE_DIR`` when it is enabled (solvers/warmup.py); a first
-call waits for that child rather than compile beside it. Never in a thread of this process: a
-compile in a background thread beside Blender's own work crashed a test process once.
+child process per loop build them into ``CACHE_DIR`` when it is enabled (solvers/warmup.py); a
+first call waits for its child (``BEFORE_COMPILE``) rather than compile beside it. Never in a
+thread of this process: a compile in a background thread beside Blender's own work crashed a
+test process once.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -270,6 +272,9 @@ CACHE_DIR: str | None = None
 """Where numba keeps the compiled kernel: the add-on sets its user folder
 (``bpy.utils.extension_path_user``); None: ``__pycache__`` beside this file (development)."""
 BROKEN: list[str] = []  # why the kernel could not run here (then every solve uses numpy)
+BEFORE_COMPILE: Callable[[int], None] | None = None
+"""Called with a loop's number before its first call loads or compiles it: ``warmup.start``
+sets its ``wait``, so the loop waits for the child building it rather than compile beside it."""
 
 
 class KernelUnavailable(RuntimeError):
@@ -326,10 +331,8 @@ def _kernel(cache: bool = True, loop: int = 0) -> Any:
     """The compiled ``_loop`` (``loop`` 0) or ``_hold_loop`` (1), compiled or loaded once."""
     with _LOCK:
         if loop not in _COMPILED:
-            if cache:  # a child building the cache (solvers/warmup.py): load, not compile again
-                from . import warmup
-
-                warmup.wait(loop)
+            if cache and BEFORE_COMPILE is not None:
+                BEFORE_COMPILE(loop)
             if cache and not _LOCATOR:
                 _install_locator()
                 _LOCATOR.append(True)

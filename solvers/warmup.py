@@ -77,6 +77,7 @@ def start(cache_dir: str | None, package: str, addon_dir: str) -> bool:
     python = sys.executable
     if not python or "python" not in os.path.basename(python).lower():
         return False  # (an embedding that reports its own binary: no child)
+    kernel.BEFORE_COMPILE = wait
     started = False
     for loop in range(len(kernel.LOOPS)):
         if running(loop) or built(cache_dir, loop) is not None:
