@@ -25,10 +25,10 @@ def register() -> None:
 
 def _kernel_cache() -> None:
     """The solver's compiled loops (solvers/kernel.py) keep their numba cache in the extension's
-    own user folder (never the add-on folder). Once per install (and after an update) a child
-    process builds them there (solvers/warmup.py: about 80 s on a 2-core machine, beside
+    own user folder (never the add-on folder). Once per install (and after an update) child
+    processes build them there (solvers/warmup.py: 36-51 s on a 2-core machine, beside
     Blender, not in it: a background compile in Blender's process crashed a test process once);
-    a solve that comes first waits for it. Later sessions load them from the cache."""
+    a solve that comes first waits for its loop. Later sessions load them from the cache."""
     import os
 
     import bpy
