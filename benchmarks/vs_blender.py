@@ -66,6 +66,7 @@ def run(
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     blender.load_addon()
+    blender.warm_kernel()
     bpy = blender.bpy
     chosen = [m for m in METHODS if methods is None or m[0] in methods or m[1] is None]
     out: dict[str, Any] = {

@@ -150,6 +150,7 @@ def run(
     log: Any = print,
 ) -> dict[str, Any]:
     blender.load_addon()
+    blender.warm_kernel()
     out: dict[str, Any] = {
         "seed": seed,
         "count": count,
@@ -206,7 +207,8 @@ def markdown(out: dict[str, Any], command: str) -> str:
         f"Blender {out['blender']}, checkout {out['checkout']}; bake times: median of "
         f"{out['repeats']} run(s), Blender and ours interleaved; 1-min load average "
         f"{out['load_average_start']:.1f} at the start, {out['load_average_end']:.1f} at the end "
-        f"({os.cpu_count()} cores, shared). Playback with the IK constraints removed. Each cell: "
+        f"({os.cpu_count()} cores, shared); the compiled loops loaded before the first rig. "
+        "Playback with the IK constraints removed. Each cell: "
         "ours / Blender's (Standard IK + Bake Action).",
         "",
         "| rig | bones (chain) | goals | reachable samples | reachable < 1e-3 | of them, "
