@@ -231,6 +231,7 @@ def rig() -> Any:
     forearm and hand; the hands' chains run through the spine, the head's from the chest (two
     levels of goal priority)."""
     from .skeleton import Effector, Joint, Skeleton
+    from .so3 import exp_so3
 
     names = ["hips", "spine0", "spine1", "spine2", "neck", "head"]
     parents = [-1, 0, 1, 2, 3, 4]
@@ -241,7 +242,7 @@ def rig() -> Any:
         parents += [3, len(names) - 4, len(names) - 3, len(names) - 2]
         lengths += [0.15, 0.3, 0.27, 0.1]
         side_turn = np.array([[0.0, k, 0.0], [-k, 0.0, 0.0], [0.0, 0.0, 1.0]])  # +Y to -/+X
-        turns += [side_turn, np.eye(3), _bend(0.2), np.eye(3)]
+        turns += [side_turn, np.eye(3), exp_so3(np.array([0.2, 0.0, 0.0])), np.eye(3)]
     rest = np.stack([np.eye(4)] * len(names))
     for b, p in enumerate(parents):
         rest[b, :3, :3] = turns[b]
@@ -273,8 +274,3 @@ def targets(skeleton: Any, frames: int) -> np.ndarray:
     out[:, 1] += np.hstack([0.6 * t, 0.2 * t, 0.3 - 0.2 * t])
     out[:, 2] += np.hstack([-0.6 * t, 0.3 * t, -0.1 * t])
     return out
-
-
-def _bend(angle: float) -> np.ndarray:
-    c, s = np.cos(angle), np.sin(angle)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
