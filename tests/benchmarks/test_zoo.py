@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.playback import detachment
+from jacobian_ik.solvers import exp_so3
 from tests.rigs.zoo_rigs import KINDS, Goal, geometry, humanoid, targets, zoo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +71,39 @@ def test_a_chain_carried_by_another_goals_chain_is_in_its_tree() -> None:
     assert geo.reach[0] == pytest.approx(expected)
 
 
+def _matrix(rot: np.ndarray, loc: tuple[float, float, float]) -> np.ndarray:
+    m = np.eye(4)
+    m[:3, :3], m[:3, 3] = rot, loc
+    return m
+
+
+def test_detachment_is_how_far_a_bone_head_is_from_where_its_parent_holds_it() -> None:
+    """A chain posed by rotations only stays on its parents (0) whatever the rotations and the
+    object's transform; a location offset on one bone is measured in world units."""
+    rng = np.random.default_rng(3)
+    rest = np.array(
+        [_matrix(exp_so3(rng.normal(size=3)), (0.1 * k, float(k), 0.2)) for k in range(4)]
+    )
+    parents = np.array([-1, 0, 1, 1])  # bones 2 and 3 both children of 1
+
+    def pose(offset: np.ndarray, world: np.ndarray) -> np.ndarray:
+        m = np.empty((4, 4, 4))
+        for b in range(4):
+            basis = _matrix(exp_so3(rng.normal(size=3)), tuple(offset[b]))
+            at = rest[b] if parents[b] < 0 else m[parents[b]] @ np.linalg.inv(rest[parents[b]])
+            m[b] = (at @ rest[b] if parents[b] >= 0 else at) @ basis
+        return world @ m
+
+    world = _matrix(2.0 * exp_so3(np.array([0.3, -0.2, 0.5])), (1.0, -2.0, 0.5))
+    assert detachment(pose(np.zeros((4, 3)), world), rest, parents) < 1e-12
+    assert detachment(pose(np.zeros((4, 3)), np.eye(4)), rest[:1], np.array([-1])) == 0.0
+    offset = np.zeros((4, 3))
+    offset[3] = (0.0, 0.3, 0.4)  # 0.5 in the bone's own axes, 1.0 in the world scaled by 2
+    assert detachment(pose(offset, world), rest, parents) == pytest.approx(1.0)
+    offset[0] = (5.0, 0.0, 0.0)  # a root's location moves the whole rig: nothing is detached
+    assert detachment(pose(offset, world), rest, parents) == pytest.approx(1.0)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="bpy is not installed")
 def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
     cmd = [
@@ -98,7 +133,12 @@ def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
     assert [r["kind"] for r in out["rigs"].values()] == ["humanoid", "spider", "tentacle", "tree"]
     for name, r in out["rigs"].items():
         assert r["samples"] == 4 * len(r["goals"]) and 0 <= r["reachable_samples"] <= r["samples"]
-        assert set(r["methods"]) == {"blender", "ours"}
+        # Blender's bake played back again with its bones put back, where it left them off
+        attached = r["methods"]["blender"]["detached_max"] > 1e-4
+        assert set(r["methods"]) == {"blender", "ours"} | (
+            {"blender_attached"} if attached else set()
+        )
+        assert (r["targets_attached"] is not None) == attached
         for label, m in r["methods"].items():
             assert m["ok"], (name, label)
             share = m["reachable_under_1e-3"]
@@ -106,6 +146,9 @@ def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
             assert 0.0 <= m["rms"] <= m["max"] < 100.0
             assert m["jumps_over_10deg"] >= 0 and m["bake_time_median"] > 0
             assert m["keys"] > 0
+            assert m["detached_max"] >= m["detached_mean"] >= 0.0
+        # ours keys rotations only: every bone stays on its parent
+        assert r["methods"]["ours"]["detached_max"] < 1e-6, name
         assert set(r["targets"]) >= {"reachable >= Blender", "rms <= Blender", "jumps <= Blender"}
         assert ("reachable >= 99.9 %" in r["targets"]) == (r["single_reachable_samples"] > 0)
         assert len(m["per_goal_reachable_under_1e-3"]) == len(r["goals"])
