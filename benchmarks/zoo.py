@@ -2,7 +2,8 @@
 
 Run with ``.venv/bin/python -m benchmarks.zoo --seed S --count N [--frames 250] [--json]``;
 writes ``benchmarks/results/zoo_seed<S>_n<N>.json`` and ``.md`` (``--out``, ``--name``) and
-prints the markdown table (the JSON with ``--json``).
+prints the markdown table (the JSON with ``--json``). ``--only 10,15`` measures only those rigs
+of the seed's N (the same rigs as in the whole run).
 
 Each rig (tests/rigs/zoo_rigs.py) is baked by Blender's IK and by ours on fresh scenes, then
 played back with no IK constraint left. What is measured and what counts as reachable:
@@ -175,6 +176,7 @@ def run(
     margin: float = 0.02,
     kinds: tuple[str, ...] = KINDS,
     log: Any = print,
+    only: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     blender.load_addon()
     blender.warm_kernel()
@@ -185,12 +187,15 @@ def run(
         "repeats": repeats,
         "margin": margin,
         "kinds": list(kinds),
+        "only": list(only),  # the rigs measured (their indices in the seed's zoo); [] = all
         "blender": blender.bpy.app.version_string,
         "checkout": blender.git_state(),
         "load_average_start": os.getloadavg()[0],
         "rigs": {},
     }
-    for rig in zoo(seed, count, kinds):
+    for index, rig in enumerate(zoo(seed, count, kinds)):
+        if only and index not in only:
+            continue
         log(f"{rig.name}: {rig.description}")
         out["rigs"][rig.name] = res = measure(rig, frames, repeats, margin)
         o, b = res["methods"][OURS], res["methods"][BLENDER]
@@ -245,7 +250,9 @@ def _missed(targets: dict[str, bool], o: dict[str, Any], b: dict[str, Any]) -> l
 
 def markdown(out: dict[str, Any], command: str) -> str:
     lines = [
-        f"# Rig zoo: seed {out['seed']}, {out['count']} rigs, {out['frames']} frames",
+        f"# Rig zoo: seed {out['seed']}, {out['count']} rigs"
+        + (f" (of them {', '.join(f'{i:02d}' for i in out['only'])})" if out.get("only") else "")
+        + f", {out['frames']} frames",
         "",
         f"`{command}`",
         "",
@@ -328,11 +335,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--margin", type=float, default=0.02)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, cycled")
+    parser.add_argument(
+        "--only", default="", help="comma-separated indices: measure only these rigs of the zoo"
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON, not the table")
     parser.add_argument("--out", type=Path, default=blender.RESULTS)
     parser.add_argument("--name", default=None, help="file name (default zoo_seed<S>_n<N>)")
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(","))
+    only = tuple(int(i) for i in args.only.split(",") if i.strip())
+    if any(not 0 <= i < args.count for i in only):
+        parser.error(f"--only: indices from 0 to {args.count - 1}")
     unknown = set(kinds) - set(KINDS)
     if unknown:
         parser.error(f"unknown kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
@@ -351,13 +364,14 @@ def main(argv: list[str] | None = None) -> int:
             args.margin,
             kinds,
             log=lambda s: print(s, file=sys.stderr, flush=True),
+            only=only,
         )
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
     out["command"] = command
-    name = args.name or f"zoo_seed{args.seed}_n{args.count}"
+    name = args.name or f"zoo_seed{args.seed}_n{args.count}" + "".join(f"_{i:02d}" for i in only)
     args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(out, command)
     (args.out / f"{name}.md").write_text(text)

@@ -157,3 +157,18 @@ def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
             assert r["methods"]["ours"]["reachable_under_1e-3"] == 1.0
     table = (tmp_path / "small.md").read_text()
     assert "python -m benchmarks.zoo --seed 3" in table and table.count("\n| 0") == 4
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="bpy is not installed")
+def test_only_measures_the_rigs_asked_for_the_same_as_in_the_whole_zoo(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "benchmarks.zoo", "--seed", "3", "--count", "4"]
+    cmd += ["--frames", "3", "--kinds", "humanoid,spider,tentacle,tree", "--only", "1,3"]
+    cmd += ["--out", str(tmp_path), "--json"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads((tmp_path / "zoo_seed3_n4_01_03.json").read_text())
+    assert list(out["rigs"]) == ["01_spider", "03_tree"] and out["only"] == [1, 3]
+    assert out["summary"]["rigs"] == 2
+    assert "(of them 01, 03)" in (tmp_path / "zoo_seed3_n4_01_03.md").read_text()
+    bad = subprocess.run([*cmd[:7], "--only", "4"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--only" in bad.stderr
