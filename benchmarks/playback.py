@@ -38,8 +38,9 @@ class Playback:
 def detachment(pose: np.ndarray, rest: np.ndarray, parents: np.ndarray) -> float:
     """The largest distance of a bone's head from where its parent holds it (world units): a
     bone with a parent sits at ``pose[p] @ inv(rest[p]) @ rest[b]``'s origin unless its own
-    location channels move it. ``pose`` (B, 4, 4) world matrices of the pose bones, ``rest``
-    (B, 4, 4) their rest matrices (``bone.matrix_local``), ``parents`` (B,) -1 for a root.
+    location channels move it (for bones that inherit their parent's rotation and scale, as
+    every zoo rig's do). ``pose`` (B, 4, 4) world matrices of the pose bones, ``rest`` (B, 4,
+    4) their rest matrices (``bone.matrix_local``), ``parents`` (B,) -1 for a root.
 
     Blender's IK can leave a bone there: where two IK trees share a bone (hands through the
     spine, a head's chain through the chest), the second tree turns the shared bone after the
