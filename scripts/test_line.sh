@@ -53,9 +53,9 @@ elif ! [ -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)"
   echo "setting up $venv with $PY ($want)..."
   rm -rf "$venv"
   "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  bash scripts/pip_install.sh "$venv/bin/python" --upgrade pip
   # shellcheck disable=SC2086
-  "$venv/bin/python" -m pip install --quiet $want
+  bash scripts/pip_install.sh "$venv/bin/python" $want
   echo "$want" > "$venv/.requirements"
 fi
 versions=$("$venv/bin/python" -c \
