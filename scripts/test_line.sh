@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One Blender line's tests: the Blender and solver tests on that line's bpy from PyPI, in its own
-# venv (.venv-<line>, created from the pins below on first use, about 400 MB; reused after).
+# venv (.venv-<line>, created from the pins below on first use, about 400 MB; reused after; in
+# $JIK_VENVS when set).
 # The 5.0 line is the dev venv (.venv, requirements-dev.txt), which scripts/test.sh tests.
 #
 #   bash scripts/test_line.sh 4.5            # every Blender and solver test on bpy 4.5.15
@@ -42,7 +43,7 @@ if ! PY=$(find_python "$py"); then
   exit 1
 fi
 
-venv=.venv-$line
+venv=${JIK_VENVS:-.}/.venv-$line  # JIK_VENVS: where scripts/test.sh keeps them when it tests a copy
 # A failed set-up (download, pip, a broken venv) still ends with this line's result line.
 trap 'echo "line $line (bpy $bpy): FAILED: setting up $venv failed" >&2; echo "line $line (bpy $bpy): 0 passed, 1 failed"' ERR
 want="bpy==$bpy $pins $common"
