@@ -35,23 +35,25 @@ class Playback:
     detached: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (F,) see ``detachment``
 
 
-def detachment(pose: np.ndarray, rest: np.ndarray, parents: np.ndarray) -> float:
-    """The largest distance of a bone's head from where its parent holds it (world units): a
-    bone with a parent sits at ``pose[p] @ inv(rest[p]) @ rest[b]``'s origin unless its own
-    location channels move it (for bones that inherit their parent's rotation and scale, as
-    every zoo rig's do). ``pose`` (B, 4, 4) world matrices of the pose bones, ``rest`` (B, 4,
-    4) their rest matrices (``bone.matrix_local``), ``parents`` (B,) -1 for a root.
+def detachment(pose: np.ndarray, rest: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """The largest distance of a bone's head from where its parent holds it (world units), per
+    pose: a bone with a parent sits at ``pose[p] @ inv(rest[p]) @ rest[b]``'s origin unless its
+    own location channels move it (for bones that inherit their parent's rotation and scale, as
+    every zoo rig's do). ``pose`` (..., B, 4, 4) world matrices of the pose bones (e.g. one set
+    per frame), ``rest`` (B, 4, 4) their rest matrices (``bone.matrix_local``), ``parents``
+    (B,) -1 for a root; returns (...,).
 
     Blender's IK can leave a bone there: where two IK trees share a bone (hands through the
     spine, a head's chain through the chest), the second tree turns the shared bone after the
     first placed its children, and they stay where the first put them (docs/benchmarks.md)."""
     child = np.flatnonzero(parents >= 0)
     if child.size == 0:
-        return 0.0
+        return np.zeros(pose.shape[:-3])
     par = parents[child]
     offset = np.linalg.solve(rest[par], rest[child][:, :, 3:])  # the head in the parent's rest
-    held = (pose[par] @ offset)[:, :3, 0]
-    return float(np.linalg.norm(pose[child, :3, 3] - held, axis=1).max())
+    held = (pose[..., par, :, :] @ offset)[..., :3, 0]
+    heads = pose[..., child, :, :][..., :3, 3]
+    return np.asarray(np.linalg.norm(heads - held, axis=-1).max(axis=-1))
 
 
 def playback(ob: Any, spec: RigSpec, empties: list[Any], frames: int) -> Playback:
@@ -71,7 +73,7 @@ def playback(ob: Any, spec: RigSpec, empties: list[Any], frames: int) -> Playbac
     error = np.empty((frames, n_goals))
     distance = np.empty((frames, n_goals))
     rot = np.empty((frames, len(chain_idx), 3, 3))
-    detached = np.empty(frames)
+    world_poses = np.empty((frames, len(pbones), 4, 4))
     parents = np.array([index[pb.parent.name] if pb.parent else -1 for pb in pbones])
     rest = np.array([np.array(pb.bone.matrix_local, dtype=np.float64) for pb in pbones])
     from jacobian_ik.bridge.rig import _matrices as matrices  # the bridge's matrix reader
@@ -85,7 +87,7 @@ def playback(ob: Any, spec: RigSpec, empties: list[Any], frames: int) -> Playbac
         roots = m[root_idx, :3, 3]
         target = np.array([e.matrix_world.translation for e in empties], dtype=np.float64)
         error[f] = np.linalg.norm(tips - target, axis=1)
-        detached[f] = detachment(m, rest, parents)
+        world_poses[f] = m
         distance[f] = np.linalg.norm(target - roots, axis=1)
         basis = matrices(pbones, "matrix_basis")[chain_idx, :3, :3]
         u, _, vt = np.linalg.svd(basis)
@@ -109,7 +111,7 @@ def playback(ob: Any, spec: RigSpec, empties: list[Any], frames: int) -> Playbac
             if c
         },
         rough(quaternion_from_matrix(rot)),
-        detached,
+        detachment(world_poses, rest, parents),
     )
 
 

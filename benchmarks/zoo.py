@@ -49,9 +49,9 @@ def attach(ob: Any) -> None:
     offsets its IK left (``playback.detachment``)."""
     from jacobian_ik.bridge.write import object_fcurves
 
+    attached = {pb.path_from_id("location") for pb in ob.pose.bones if pb.parent}
     for fc in object_fcurves(ob):
-        bone = fc.data_path.partition('pose.bones["')[2].partition('"]')[0]
-        if fc.data_path.endswith(".location") and bone and ob.pose.bones[bone].parent:
+        if fc.data_path in attached:
             for kp in fc.keyframe_points:
                 kp.co[1] = 0.0
             fc.update()  # the handles follow (Bake Action's keys are auto-clamped)

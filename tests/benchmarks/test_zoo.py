@@ -102,6 +102,9 @@ def test_detachment_is_how_far_a_bone_head_is_from_where_its_parent_holds_it() -
     assert detachment(pose(offset, world), rest, parents) == pytest.approx(1.0)
     offset[0] = (5.0, 0.0, 0.0)  # a root's location moves the whole rig: nothing is detached
     assert detachment(pose(offset, world), rest, parents) == pytest.approx(1.0)
+    # many poses (frames) at once: each its own
+    poses = np.stack([pose(np.zeros((4, 3)), world), pose(offset, world)])
+    np.testing.assert_allclose(detachment(poses, rest, parents), [0.0, 1.0], atol=1e-12)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="bpy is not installed")
