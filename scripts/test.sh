@@ -16,7 +16,7 @@ if ! [[ "$(basename "$PWD")" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
   copy="$tmp/jacobian_ik"
   mkdir "$copy"
   tar --exclude='./.venv*' -cf - . | tar -xf - -C "$copy"
-  for v in .venv .venv-*; do [ -e "$v" ] && ln -s "$PWD/$v" "$copy/$v"; done
+  ln -s "$PWD/.venv" "$copy/.venv"  # the other lines' venvs: JIK_VENVS below
   [ -d ../shared ] && ln -s "$(cd .. && pwd)/shared" "$tmp/shared"
   export JIK_VENVS="$PWD"
   cd "$copy"
