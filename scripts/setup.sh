@@ -10,6 +10,6 @@ if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]
 fi
 echo "setting up .venv (first run downloads Blender as a Python module, about 400 MB)..."
 "$PY" -m venv .venv
-bash scripts/pip_install.sh .venv/bin/python --upgrade pip
-bash scripts/pip_install.sh .venv/bin/python -r requirements-dev.txt
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -r requirements-dev.txt
 echo "$want" > "$stamp"

@@ -54,9 +54,9 @@ elif ! [ -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)"
   echo "setting up $venv with $PY ($want)..."
   rm -rf "$venv"
   "$PY" -m venv "$venv"
-  bash scripts/pip_install.sh "$venv/bin/python" --upgrade pip
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
   # shellcheck disable=SC2086
-  bash scripts/pip_install.sh "$venv/bin/python" $want
+  "$venv/bin/python" -m pip install --quiet $want
   echo "$want" > "$venv/.requirements"
 fi
 versions=$("$venv/bin/python" -c \
