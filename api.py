@@ -84,6 +84,7 @@ def solve_pose(armature_object: Any, *, apply: bool = True, frame: int | None = 
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     result = live.result
+    scale = np.ones(len(live.goal_names)) if live.error_scale is None else live.error_scale
     rotations = result.pose.rotations[0, model.free]
     reachable = live.reachable
 
@@ -97,7 +98,7 @@ def solve_pose(armature_object: Any, *, apply: bool = True, frame: int | None = 
         rotation_attr={ch.bone: ch.attr for ch in channels},
         matrices={n: rotations[k].copy() for k, n in enumerate(names)},
         position_error={
-            label: float(result.position_error[0, e]) for e, label in enumerate(labels)
+            label: float(result.position_error[0, e] * scale[e]) for e, label in enumerate(labels)
         },
         rotation_error={
             label: float(result.rotation_error[0, e])

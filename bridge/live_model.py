@@ -135,6 +135,9 @@ class LiveResult:
     goals: Goals | None = None
     start: Pose | None = None
     frame: int | None = None
+    # (E,) the goals' errors in the scene over the solver's (a bone above the chains scaled:
+    # ``rig.FrameData.error_scale``), None when 1
+    error_scale: Array | None = None
 
     @property
     def total_time(self) -> float:
@@ -342,6 +345,7 @@ class LiveModel:
             goals,
             data.pose,
             frame,
+            None if data.error_scale is None else data.error_scale[0, : self.n_goals],
         )
 
     def _refresh(self, ob: Any) -> None:

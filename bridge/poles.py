@@ -172,8 +172,9 @@ class PoleReader:
     def __init__(self, ob: Any, poles: list[Pole]) -> None:
         self.ob, self.poles = ob, poles
         self.positions: list[Array] = []
-        # per read: the armature's world matrix, poles and targets in model space (``follow``)
-        self.inputs: list[tuple[Array, Array, Array]] = []
+        # per read: the armature's world matrix, poles, targets and hips (the ``upper`` bones'
+        # heads) in model space (``follow``, ``unscale``)
+        self.inputs: list[tuple[Array, Array, Array, Array]] = []
 
     def wrap(self, evaluate: Callable[[int], None], depsgraph: Any = None) -> Callable[[int], None]:
         """``evaluate`` followed by reading the poles (as ``depsgraph`` evaluated them)."""
@@ -187,6 +188,7 @@ class PoleReader:
             inv = np.linalg.inv(world)
             out = np.empty((len(self.poles), 3))
             poles_model, targets_model = np.empty_like(out), np.empty_like(out)
+            hips = np.empty_like(out)
             for i, p in enumerate(self.poles):
                 pole = pole_position(ev(p.target), p.target_bone)
                 goal_target = ev(p.goal.target)
@@ -195,12 +197,12 @@ class PoleReader:
                     target = np.array(goal_target.matrix_world @ head, dtype=float)
                 else:
                     target = np.array(goal_target.matrix_world.translation, dtype=float)
-                hip = np.array(ev(self.ob).pose.bones[p.upper].head, dtype=float)
+                hips[i] = np.array(ev(self.ob).pose.bones[p.upper].head, dtype=float)
                 poles_model[i], targets_model[i] = _apply(inv, pole), _apply(inv, target)
-                knee = swivel_point(hip, targets_model[i], poles_model[i], p.a, p.b)
+                knee = swivel_point(hips[i], targets_model[i], poles_model[i], p.a, p.b)
                 out[i] = _apply(world, knee)
             self.positions.append(out)
-            self.inputs.append((world, poles_model, targets_model))
+            self.inputs.append((world, poles_model, targets_model, hips))
 
         return evaluate_and_read if self.poles else evaluate
 
@@ -210,10 +212,26 @@ class PoleReader:
         carried them away from where the frame started (bridge/full_body.py)."""
         first = len(self.positions) - len(hips)
         for k in range(len(hips)):
-            world, poles_model, targets_model = self.inputs[first + k]
+            world, poles_model, targets_model, _ = self.inputs[first + k]
             for i, p in enumerate(self.poles):
                 knee = swivel_point(hips[k, i], targets_model[i], poles_model[i], p.a, p.b)
                 self.positions[first + k][i] = _apply(world, knee)
+            self.inputs[first + k] = (world, poles_model, targets_model, hips[k])
+
+    def unscale(self, maps: Array) -> None:
+        """The last F reads moved into the solver's unscaled model by ``maps`` (F, P, 4, 4)
+        (``rig.scale_maps``, a bone above the chains scaled): the poles, targets and hips
+        mapped, the swivel points computed again there (the rest lengths a, b are the
+        unscaled model's)."""
+        first = len(self.positions) - len(maps)
+        for k in range(len(maps)):
+            world, poles_model, targets_model, hips = self.inputs[first + k]
+            moved = [
+                np.array([_apply(maps[k, i], x[i]) for i in range(len(self.poles))])
+                for x in (poles_model, targets_model, hips)
+            ]
+            self.inputs[first + k] = (world, moved[0], moved[1], moved[2])
+        self.follow(np.stack([self.inputs[first + k][3] for k in range(len(maps))]))
 
     def reset_start(self, pose: Pose, free: list[int]) -> None:
         """Start the free bones of the chains with a pole from their rest rotations (in place)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
+from ..solvers.skeleton import STRETCH
 from ..solvers.so3 import inv3
 from . import full_body
 from .errors import RigError
@@ -46,6 +47,9 @@ class RigModel:
     root: int = -1  # the skeleton bone freed by move_root (a Joint.free), -1: none
     body: full_body.BodyMass | None = None  # bone masses when a goal has ``support`` on
     balance_weight: float = 0.0  # the balance task's weight (0: the distance is only measured)
+    # per effector: the bone whose frame no solve moves nearest above it, and the bones
+    # between (``scale_anchors``; computed once)
+    anchors: _Anchors | None = field(default=None, repr=False, compare=False)
 
 
 def _matrices(collection: Any, attr: str) -> Array:
@@ -460,11 +464,128 @@ def _suspicious(base: Array, target: Array, evaluated: Array, basis: Array) -> N
 
 @dataclass
 class FrameData:
-    """Goals and start pose for F frames, read from the scene."""
+    """Goals and start pose for F frames, read from the scene. ``unscale`` (F, E, 4, 4) and
+    ``error_scale`` (F, E), set where a bone above a chain is scaled (``scale_maps``): the
+    solver's targets were moved into the unscaled model by ``unscale`` (world to world, every
+    effector of the skeleton, poles too), and its position errors times ``error_scale`` are
+    the scene's."""
 
     goals: Goals
     pose: Pose
     frames: list[int]
+    unscale: Array | None = None
+    error_scale: Array | None = None
+
+
+SCALE_EPS = 1e-4
+"""A bone whose 3x3 matrix M has |M^T M - I| above this somewhere is scaled (Blender's float32
+matrices carry about 1e-7)."""
+
+
+class _Anchors(NamedTuple):
+    """Per effector of the skeleton (goals, then poles): ``anchor``, the nearest bone above it
+    whose frame no solve moves (neither it nor a bone above it has a DOF; -1: none), and
+    ``inside``, the bones from below the anchor down to the effector's bone (whose frames the
+    solve moves); ``tops``, the anchors; ``checked``, the bones inside a goal's chain whose
+    own scale would change the chain (not those with IK stretch: their scale is the solve's)."""
+
+    anchor: NDArray[np.intp]
+    inside: list[NDArray[np.intp]]
+    tops: NDArray[np.intp]
+    checked: NDArray[np.intp]
+
+
+def scale_anchors(model: RigModel) -> _Anchors:
+    """The model's ``_Anchors`` (computed once)."""
+    if model.anchors is not None:
+        return model.anchors
+    sk = model.skeleton
+    moved = np.zeros(sk.n_bones, dtype=bool)
+    moved[sk.dof_bone] = True
+    moved[model.free] = True
+    anchor = np.full(sk.n_effectors, -1, dtype=np.intp)
+    inside: list[NDArray[np.intp]] = []
+    for e in range(sk.n_effectors):
+        path = []
+        b = int(sk.eff_bone[e])
+        while b >= 0:
+            path.append(b)
+            b = int(model.parents[b])
+        path.reverse()  # root first
+        first = next((i for i, b in enumerate(path) if moved[b]), len(path))
+        anchor[e] = path[first - 1] if first > 0 else -1
+        inside.append(np.array(path[first:], dtype=np.intp))
+    stretched = sk.dof_bone[sk.dof_kind == STRETCH]
+    checked = np.concatenate([np.zeros(0, dtype=np.intp), *inside[: len(model.goals)]])
+    checked = np.setdiff1d(checked, stretched)
+    model.anchors = _Anchors(anchor, inside, np.unique(anchor[anchor >= 0]), checked)
+    return model.anchors
+
+
+def _scaled(m: Array) -> NDArray[np.bool_]:
+    """Which (..., 3, 3) matrices are not rotations (scaled, sheared): |M^T M - I| > SCALE_EPS."""
+    gram = np.einsum("...ki,...kj->...ij", m, m) - np.eye(3)
+    return np.asarray(np.abs(gram).max(axis=(-1, -2)) > SCALE_EPS)
+
+
+def scale_maps(
+    model: RigModel, local: Array, evaluated: Array, pose: Pose
+) -> tuple[Array, Array] | None:
+    """Bones scaled in pose mode (a root bone's scale resizing the character), which the
+    solver's model does not have (it keeps the rest lengths): (F, E, 4, 4) armature-space maps
+    and (F, E) error scales, or None when no bone above a chain is scaled. Bones scaled inside
+    a goal's chain are named in ``model.warnings``.
+
+    Where the scale sits on an effector's anchor or above it (``scale_anchors``), every bone
+    the solve moves for it is the anchor's frame M_A times an unscaled transform, and the
+    solver's model has the same bones in the anchor's unscaled frame U_A (the nearest
+    rotations of the anchor's and its parents' local transforms). So a target T in the scene
+    is T' = U_A M_A^-1 T in the model: the solve of T' gives the joint angles that meet T, and
+    its errors are the scene's over the anchor's scale (uniform scale; a non-uniform one
+    changes shapes as bones turn, and is only approximated). A scale below the anchor (a
+    chain bone's own, or a bone between) changes the chain's lengths as it turns: those bones
+    are solved unscaled, with a warning."""
+    # a bone scaled somewhere on the path to an anchor has a local transform that is not a
+    # rotation: one test of all bones against their nearest rotations (``pose``) decides
+    off = np.abs(local[..., :3, :3] - pose.rotations).max(axis=(-1, -2)) > SCALE_EPS
+    if not np.any(off):
+        return None
+    an = scale_anchors(model)
+    for b in an.checked[off[:, an.checked].any(axis=0)].tolist():
+        goals = [e for e in range(len(model.goals)) if b in an.inside[e]]
+        names = ", ".join(f"{e + 1} ({model.goals[e].bone})" for e in goals)
+        warning = (
+            f"{model.names[b]}: scaled in pose mode inside the chain of goal {names}; the "
+            "solver keeps bone lengths, so the keys miss the target where it is scaled (scale "
+            "a bone above the chain, such as the root, instead)"
+        )
+        if warning not in model.warnings:
+            model.warnings.append(warning)
+    hit = _scaled(evaluated[:, an.tops, :3, :3]).any(axis=0)
+    if not np.any(hit):
+        return None
+    unit = model.skeleton.forward(pose)  # (F, B, 4, 4) the unscaled model
+    frames, n_eff = evaluated.shape[0], len(an.anchor)
+    maps = np.broadcast_to(np.eye(4), (frames, n_eff, 4, 4)).copy()
+    scale = np.ones((frames, n_eff))
+    for a in an.tops[hit].tolist():
+        m_a = evaluated[:, a]
+        which = an.anchor == a
+        maps[:, which] = (unit[:, a] @ affine_inverse(m_a))[:, None]
+        scale[:, which] = (np.abs(np.linalg.det(m_a[:, :3, :3])) ** (1.0 / 3.0))[:, None]
+    return maps, scale
+
+
+def unscale_targets(
+    position: Array, rotation: Array | None, maps: Array, base: Array
+) -> tuple[Array, Array | None]:
+    """World targets (F, E, 3) and orientations (F, E, 3, 3) moved into the unscaled model:
+    base M base^-1 applied (M from ``scale_maps``; orientations back to rotations)."""
+    world = base[:, None] @ maps @ affine_inverse(base)[:, None]  # (F, E, 4, 4)
+    pos = np.einsum("feij,fej->fei", world[..., :3, :3], position) + world[..., :3, 3]
+    if rotation is None:
+        return pos, None
+    return pos, nearest_rotation(world[..., :3, :3] @ rotation)
 
 
 def read_frames(
@@ -520,6 +641,8 @@ def read_frames(
         local[:, fixed] = affine_inverse(parent_frame) @ evaluated[:, fixed]
     rot = nearest_rotation(local[..., :3, :3])
     loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
+    pose = Pose(rot, loc, np.zeros((n_frames, n_bones)))
+    unscale = scale_maps(model, local, evaluated, pose)
 
     aim = full_body.aim_axes(model.goals)
     weights_rot = np.array([g.rotation_weight for g in model.goals])
@@ -530,9 +653,15 @@ def read_frames(
     if model.body is not None and every is not None:
         support = np.array([bool(getattr(g, "support", False)) for g in model.goals])
         balance = full_body.balance_goal(model.body, every, model.balance_weight)
+    position = target[:, :, :3, 3]
+    rotation = nearest_rotation(target[:, :, :3, :3]) if np.any(weights_rot > 0) else None
+    maps = error_scale = None
+    if unscale is not None:
+        maps, error_scale = unscale
+        position, rotation = unscale_targets(position, rotation, maps[:, :n_goals], base)
     goals = Goals(
-        position=target[:, :, :3, 3],
-        rotation=nearest_rotation(target[:, :, :3, :3]) if np.any(weights_rot > 0) else None,
+        position=position,
+        rotation=rotation,
         position_weight=np.array([g.position_weight for g in model.goals]),
         rotation_weight=weights_rot,
         base=base,
@@ -540,8 +669,7 @@ def read_frames(
         support=support,
         balance=balance,
     )
-    pose = Pose(rot, loc, np.zeros((n_frames, n_bones)))
-    return FrameData(goals, pose, list(frames))
+    return FrameData(goals, pose, list(frames), maps, error_scale)
 
 
 def current_evaluator(context_view_layer: Any) -> Callable[[int], None]:

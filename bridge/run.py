@@ -159,6 +159,8 @@ def solve_frames(
     model, reader = prepared.model, prepared.poles
     dg = None if live is None else live.depsgraph
     data = rig.read_frames(ob, model, frames, reader.wrap(evaluate, dg), depsgraph=dg)
+    if data.unscale is not None and reader.poles:  # the poles' targets in the unscaled model
+        reader.unscale(data.unscale[:, len(model.goals) :])
     goals = reader.goals(data.goals, len(frames))
     if live is not None:
         live.start(data, goals)
@@ -439,10 +441,13 @@ def _gather(
     body_parts: list[tuple[Array, Array | None]] = []
     for (data, goals, _), result in zip(chunks, results, strict=True):
         body_parts.append((result.pose.locations[:, max(model.root, 0)], result.balance_distance))
+        position_error = np.asarray(result.position_error[:, :n_goals], dtype=np.float64)
+        if data.error_scale is not None:  # a scaled bone above the chains: the scene's units
+            position_error = position_error * data.error_scale[:, :n_goals]
         pieces.append(
             (
                 result.pose.rotations[:, model.free],
-                np.asarray(result.position_error[:, :n_goals], dtype=np.float64),
+                position_error,
                 np.asarray(result.rotation_error[:, :n_goals], dtype=np.float64),
                 np.asarray(result.iterations, dtype=np.int64),
                 np.asarray(result.success, dtype=bool),
