@@ -53,8 +53,9 @@ def constraint_limits(pbone: Any, axes: str, warnings: list[str]) -> dict[str, t
             continue
         if con.owner_space != "LOCAL":
             warnings.append(
-                f"{pbone.name}/{con.name}: Limit Rotation in {con.owner_space} space ignored "
-                "(only LOCAL space becomes a joint limit)"
+                f"{pbone.name}/{con.name}: Limit Rotation in {con.owner_space} space is not a "
+                "joint limit of the solve (only LOCAL space is); it still acts on playback, "
+                "where it can move the goals off their targets"
             )
             continue
         for a in axes.lower():
@@ -83,7 +84,7 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
         max_stretch = 1.0
     pbones = ob.pose.bones
     joints = list(model.skeleton.joints)
-    warnings = list(model.warnings)
+    warnings = list(model.warnings) + override_warnings(ob, model)
     changed = False
     for b in model.free:
         pb = pbones[model.names[b]]
@@ -114,6 +115,42 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
     skeleton = Skeleton(model.parents, model.rest, joints, skel.effectors, names=model.names)
     warnings += inherited_scale_warnings(ob, model, joints)
     return replace(model, skeleton=skeleton, warnings=warnings)
+
+
+def override_warnings(ob: Any, model: RigModel) -> list[str]:
+    """What changes the solved bones after the channels a bake keys, unseen by the solve: a
+    constraint on a chain bone or a goal bone (other than a Limit Rotation, which is a joint
+    limit, and those muted, disabled or at influence 0 without animation) and a driver on a
+    chain bone's rotation. On playback it moves the goals off their targets (a Copy Rotation
+    at influence 0.5 on the middle bone of a 3-bone chain: 0.5 m off on a 2 m chain)."""
+    from .write import object_fcurves
+
+    ad = ob.animation_data
+    drivers = set() if ad is None else {fc.data_path for fc in ad.drivers}
+    animated = drivers | {fc.data_path for fc in object_fcurves(ob)}
+    pbones = ob.pose.bones
+    out = []
+    for b in sorted(set(model.free) | {int(b) for b in model.skeleton.eff_bone}):
+        pb = pbones[model.names[b]]
+        for con in pb.constraints:
+            if con.type == "LIMIT_ROTATION" or con.mute or not getattr(con, "enabled", True):
+                continue
+            if con.influence <= 0.0 and con.path_from_id("influence") not in animated:
+                continue
+            kind = con.type.replace("_", " ").title().replace("Ik", "IK")
+            out.append(
+                f"{pb.name}/{con.name}: this {kind} constraint changes the bone after the "
+                "keyed channels, unseen by the solve; on playback it moves the goals off "
+                "their targets (mute it, or import it if it is an IK constraint)"
+            )
+        mode = pb.rotation_mode
+        attr = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
+        if b in model.free and pb.path_from_id(attr.get(mode, "rotation_euler")) in drivers:
+            out.append(
+                f"{pb.name}: its rotation is driven; the driver overrides the baked keys on "
+                "playback, which moves the goals off their targets"
+            )
+    return out
 
 
 def stretch_bones(model: RigModel) -> list[int]:

@@ -106,3 +106,28 @@ def test_stay_near_rest_pose_keeps_an_unneeded_bone_still(clean: Any) -> None:
     ob.jacobian_ik.rest_weight = 1.0
     near_rest = offsets()
     assert near_rest < free, (near_rest, free)
+
+
+def test_constraints_and_drivers_that_override_the_keys_are_reported(clean: Any) -> None:
+    """What moves a chain bone after the keyed channels is named in the report; what is off
+    (muted, influence 0 without animation) is not."""
+    from jacobian_ik.bridge import run
+
+    ob = make_armature("Arm", [*chain_bones(3), ("ctrl", (1, 0, 0), (1, 0.3, 0), None, False)])
+    target = make_empty("Target", (0.5, 2.0, 0.5))
+    add_goal(ob, "b2", target, chain_length=3)
+    b0, b1, b2 = (ob.pose.bones[n] for n in ("b0", "b1", "b2"))
+    copy = b1.constraints.new("COPY_ROTATION")
+    copy.target, copy.subtarget, copy.influence = ob, "ctrl", 0.5
+    b0.constraints.new("COPY_LOCATION").mute = True
+    b0.constraints.new("DAMPED_TRACK").influence = 0.0
+    scale = b2.constraints.new("COPY_SCALE")
+    scale.influence = 0.0
+    scale.driver_add("influence").driver.expression = "0.0"  # off now, animated
+    b0.driver_add("rotation_quaternion", 1).driver.expression = "0.1"
+    b2.rotation_mode = "XYZ"
+    b2.driver_add("rotation_quaternion", 1).driver.expression = "0.1"  # not its mode: no effect
+    report = run(ob, bpy.context.scene, None)
+    found = sorted(w.split(":")[0] for w in report.warnings)
+    assert found == ["b0", "b1/Copy Rotation", "b2/Copy Scale"], report.warnings
+    assert "driven" in next(w for w in report.warnings if w.startswith("b0:"))
