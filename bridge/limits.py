@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Joint, Skeleton
 from .rig import RigModel
-from .write import Channel
+from .write import Channel, animated_paths, driven_paths
 
 Array = NDArray[np.float64]
 
@@ -123,11 +123,7 @@ def override_warnings(ob: Any, model: RigModel) -> list[str]:
     limit, and those muted, disabled or at influence 0 without animation) and a driver on a
     chain bone's rotation. On playback it moves the goals off their targets (a Copy Rotation
     at influence 0.5 on the middle bone of a 3-bone chain: 0.5 m off on a 2 m chain)."""
-    from .write import object_fcurves
-
-    ad = ob.animation_data
-    drivers = set() if ad is None else {fc.data_path for fc in ad.drivers}
-    animated = drivers | {fc.data_path for fc in object_fcurves(ob)}
+    drivers, animated = driven_paths(ob), animated_paths(ob)
     pbones = ob.pose.bones
     out = []
     for b in sorted(set(model.free) | {int(b) for b in model.skeleton.eff_bone}):

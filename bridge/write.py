@@ -141,6 +141,17 @@ def object_fcurves(ob: Any, action: Any | None = None) -> list[Any]:
     return list(action.fcurves)
 
 
+def driven_paths(ob: Any) -> set[str]:
+    """Data paths of ``ob`` that its drivers set."""
+    ad = ob.animation_data
+    return set() if ad is None else {fc.data_path for fc in ad.drivers}
+
+
+def animated_paths(ob: Any) -> set[str]:
+    """Data paths of ``ob`` that its drivers or its current action's F-curves set."""
+    return driven_paths(ob) | {fc.data_path for fc in object_fcurves(ob)}
+
+
 def _interpolation_value() -> int:
     """The enum value of the user's interpolation for new keys (as ``keyframe_insert`` uses)."""
     prefs = bpy.context.preferences

@@ -11,6 +11,7 @@ from mathutils import Matrix
 
 from .. import preload_kernel
 from ..bridge import stash
+from ..bridge.write import animated_paths
 from . import poll
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
             return {"CANCELLED"}
         props = ob.jacobian_ik
         converted, skipped = [], []
+        animated = animated_paths(ob)
         for pbone in ob.pose.bones:
             for index, con in enumerate(pbone.constraints):
                 if con.type != "IK" or con.mute:
@@ -139,6 +141,17 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                 if con.target is None:
                     skipped.append(f"{pbone.name}/{con.name}: no target")
                     continue
+                influence_animated = con.path_from_id("influence") in animated
+                if con.influence <= 0.0 and not influence_animated:
+                    skipped.append(f"{pbone.name}/{con.name}: influence 0 (off), left as it is")
+                    continue
+                if con.influence < 1.0 or influence_animated:
+                    how = "animated" if influence_animated else f"{con.influence:.2f}"
+                    skipped.append(
+                        f"{pbone.name}/{con.name}: influence {how}; the goal is solved at full "
+                        "influence on every frame (Blender blends its IK pose with the animated "
+                        "one): turn the goal off where IK should be off"
+                    )
                 # Blender's IK scales a goal's error and Jacobian rows by its weight, so its
                 # least-squares weight is the square (intern/iksolver IK_QTask.cpp: SetBetas
                 # and SetDerivatives by m_weight); ours weighs the squared error (solvers)

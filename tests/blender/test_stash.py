@@ -142,3 +142,25 @@ def test_removing_the_lower_of_two_stashed_goals_first_keeps_the_order(clean: An
         bpy.ops.jacobian_ik.remove_goal(index=1)  # "second" back while "first" is stashed
         bpy.ops.jacobian_ik.remove_goal(index=0)
     assert [c.name for c in pb.constraints] == ["first", "second", "Copy Location"]
+
+
+def test_import_reports_an_influence_below_1_or_animated(clean: Any, capsys: Any) -> None:
+    """An IK constraint at influence 0 (off) is left on its bone; one below 1 or with its
+    influence keyed (an IK/FK switch) is imported, with a warning: the goal solves fully."""
+    bones = [*chain_bones(3), *chain_bones(3, prefix="c"), *chain_bones(3, prefix="d")]
+    ob = make_armature("Arm", bones)
+    target = make_empty("T", (1.0, 2.0, 0.5))
+    cons = {}
+    for bone, influence in (("b2", 0.5), ("c2", 0.0), ("d2", 1.0)):
+        con = ob.pose.bones[bone].constraints.new("IK")
+        con.target, con.influence = target, influence
+        cons[bone] = con
+    cons["d2"].keyframe_insert("influence", frame=1)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "b2/IK: influence 0.50; the goal is solved at full influence" in text, text
+    assert "d2/IK: influence animated" in text and "c2/IK: influence 0 (off)" in text, text
+    assert [g.bone for g in ob.jacobian_ik.goals] == ["b2", "d2"]
+    assert [c.type for c in ob.pose.bones["c2"].constraints] == ["IK"]
