@@ -86,6 +86,13 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
     use_tail: BoolProperty(  # type: ignore[valid-type]
         name="Use Tail", description="The effector is the bone's tail (off: its head)", default=True
     )
+    use_transform_locks: BoolProperty(  # type: ignore[valid-type]
+        name="Transform Locks",
+        description="The chain bones' rotation locks (Lock Rotation) lock the solve too, as "
+        "their IK locks do (off: only the IK locks, as Blender's IK constraint; imported "
+        "constraints are off)",
+        default=True,
+    )
     position_weight: FloatProperty(  # type: ignore[valid-type]
         name="Position Weight",
         description="Weight of the position error",

@@ -57,6 +57,7 @@ def goal_key(ob: Any) -> tuple[Any, ...]:
             g.chain_length,
             getattr(g, "chain_root", ""),
             g.use_tail,
+            getattr(g, "use_transform_locks", True),
             g.position_weight,
             g.rotation_weight,
             g.pole_target.name if g.pole_target is not None else "",

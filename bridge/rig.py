@@ -125,9 +125,10 @@ def chain_names(ob: Any, goal: Any, label: str = "") -> list[str]:
     return names
 
 
-def is_locked(pbone: Any) -> bool:
-    """Whether the solver cannot rotate a pose bone at all (IK lock or rotation lock on X, Y, Z)."""
-    return not _joint(pbone).rotation_axes
+def is_locked(pbone: Any, transform_locks: bool = True) -> bool:
+    """Whether the solver cannot rotate a pose bone at all (IK lock, or with
+    ``transform_locks`` a rotation lock, on X, Y, Z)."""
+    return not _joint(pbone, transform_locks).rotation_axes
 
 
 def locked_in_chain(ob: Any, goal: Any, label: str = "") -> list[str]:
@@ -135,7 +136,8 @@ def locked_in_chain(ob: Any, goal: Any, label: str = "") -> list[str]:
     pbones = ob.pose.bones if ob.pose is not None else None
     if pbones is None:
         return []
-    return [n for n in chain_names(ob, goal, label) if is_locked(pbones[n])]
+    locks = bool(getattr(goal, "use_transform_locks", True))
+    return [n for n in chain_names(ob, goal, label) if is_locked(pbones[n], locks)]
 
 
 def locked_message(label: str, locked: list[str]) -> str:
@@ -186,12 +188,15 @@ def _check_cycles(ob: Any, goals: list[tuple[int, Any]], moved: set[str]) -> Non
             )
 
 
-def _joint(pbone: Any) -> Joint:
-    """Blender's IK settings of a pose bone as a solver Joint."""
+def _joint(pbone: Any, transform_locks: bool = True) -> Joint:
+    """Blender's IK settings of a pose bone as a solver Joint: its IK locks, and with
+    ``transform_locks`` its rotation locks, take axes away (Blender's IK constraint only
+    heeds the IK locks: Rigify locks the rotation of the IK chain's MCH bones it turns)."""
     axes = "".join(
         a
         for i, a in enumerate("XYZ")
-        if not getattr(pbone, f"lock_ik_{a.lower()}") and not pbone.lock_rotation[i]
+        if not getattr(pbone, f"lock_ik_{a.lower()}")
+        and not (transform_locks and pbone.lock_rotation[i])
     )
     limits: dict[str, tuple[float, float]] = {}
     stiffness: dict[str, float] = {}
@@ -227,7 +232,11 @@ def build_model(ob: Any) -> RigModel:
     rest[has_parent] = np.linalg.inv(local[parents[has_parent]]) @ local[has_parent]
     rest[:, :3, :3] = nearest_rotation(rest[:, :3, :3])  # float32 round-off
 
-    pose_index, joints, free_list = _joints(ob, order, free, root, warnings)
+    # bones in the chain of a goal that heeds the transform locks
+    locks = set().union(
+        *(c for c, (_, g) in zip(chains, goals, strict=True) if g.use_transform_locks)
+    )
+    pose_index, joints, free_list = _joints(ob, order, free, locks, root, warnings)
     # each goal's own chain (and Move Root's bone): a goal moves the chains of its IK tree,
     # never a bone only another tree's chain holds (Blender's chain length)
     effectors = [
@@ -339,11 +348,17 @@ def _moving_root(
 
 
 def _joints(
-    ob: Any, order: list[int], free: set[int], root: int, warnings: list[str]
+    ob: Any,
+    order: list[int],
+    free: set[int],
+    locks: set[int],
+    root: int,
+    warnings: list[str],
 ) -> tuple[NDArray[np.intp], list[Joint], list[int]]:
-    """Per bone of ``order``: its pose bone's index, its joint (locked outside the chains, six
-    DOFs for the moving root) and the model indices of the bones that can turn; warnings for
-    what the solver does not reproduce are appended. RigError when nothing can move."""
+    """Per bone of ``order``: its pose bone's index, its joint (locked outside the chains,
+    with its rotation locks when in ``locks``, six DOFs for the moving root) and the model
+    indices of the bones that can turn; warnings for what the solver does not reproduce are
+    appended. RigError when nothing can move."""
     bones = ob.data.bones
     pbones = ob.pose.bones
     pose_index = np.array([pbones.find(bones[b].name) for b in order], dtype=np.intp)
@@ -351,7 +366,7 @@ def _joints(
     free_list: list[int] = []
     for i, b in enumerate(order):
         pb = pbones[int(pose_index[i])]
-        joint = _joint(pb) if b in free else Joint(rotation_axes="")
+        joint = _joint(pb, b in locks) if b in free else Joint(rotation_axes="")
         if b == root:
             joint = full_body.root_joint(pb, ob.jacobian_ik.root_stiffness)
         if joint.rotation_axes:

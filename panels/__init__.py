@@ -110,6 +110,7 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         row = layout.row()
         row.active = not goal.chain_root
         row.prop(goal, "chain_length")
+        layout.prop(goal, "use_transform_locks")
         _draw_chain_note(layout, ob, goal)
         layout.prop(goal, "use_tail")
         layout.prop(goal, "position_weight")

@@ -6,7 +6,7 @@ from typing import Any
 
 import bpy
 import pytest
-from blender_helpers import chain_bones, make_armature, make_empty, override, tip
+from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
 
 
 def test_add_goal_creates_aligned_empty(clean: Any) -> None:
@@ -87,3 +87,25 @@ def test_import_constraints(clean: Any) -> None:
     # nothing left to import
     with override(ob), pytest.raises(RuntimeError, match="no unmuted IK constraint"):
         bpy.ops.jacobian_ik.import_constraints()
+
+
+def test_transform_locks_lock_the_solve_unless_turned_off(clean: Any) -> None:
+    """A chain bone with Lock Rotation on X, Y, Z: a goal heeding the transform locks (the
+    default) never moves it; one that does not (as Blender's IK, and imported constraints)
+    turns it like any other."""
+    from jacobian_ik.bridge import run
+
+    ob = make_armature("Arm", chain_bones(3))
+    target = make_empty("Target", (0.9, 1.6, 0.6))
+    goal = add_goal(ob, "b2", target, chain_length=3)
+    ob.pose.bones["b1"].lock_rotation = (True, True, True)
+    report = run(ob, bpy.context.scene, None, keyframe=False)
+    assert any("never moved: b1" in w for w in report.warnings), report.warnings
+    assert tuple(ob.pose.bones["b1"].rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
+    goal.use_transform_locks = False
+    for pb in ob.pose.bones:  # from the rest pose again (the first solve met the target)
+        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    report = run(ob, bpy.context.scene, None, keyframe=False)
+    assert not any("never moved" in w for w in report.warnings), report.warnings
+    assert abs(ob.pose.bones["b1"].rotation_quaternion[0]) < 0.999
+    assert report.position_error.max() < 1e-4

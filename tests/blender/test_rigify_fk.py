@@ -185,3 +185,22 @@ def test_leg_without_an_fk_toe_bakes_down_to_the_foot(rig: Any, addon: ModuleTyp
     keyed = {p.split('"')[1] for p, _ in fk_fcurves(rig)}
     assert {"thigh_fk.L", "shin_fk.L", "foot_fk.L"} <= keyed and "toe.L" not in keyed
     assert np.abs(foot_tails() - ik).max() < 1e-4
+
+
+def test_imported_ik_constraints_bake_what_blenders_ik_does(rig: Any) -> None:
+    """Import IK Constraints on the generated rig, then bake: the DEF hands, feet and toes
+    play back where Blender's IK put them. Rigify locks the rotation of the IK chains' MCH
+    bones (``MCH-shin_ik.L``: Lock Rotation on X, Y, Z, only Y and Z IK-locked), which its IK
+    turns anyway: imported goals heed only the IK locks (``use_transform_locks`` off).
+    IK stretch is set to 0: a stretched bone's children inherit its scale on playback
+    (a warning), which the keys cannot undo."""
+    for pb in rig.pose.bones:
+        pb.ik_stretch = 0.0
+    blender = tails(rig, FRAMES)
+    bpy.context.scene.frame_set(FRAMES[0])
+    with override(rig):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+        assert not any(g.use_transform_locks for g in rig.jacobian_ik.goals)
+        assert bpy.ops.jacobian_ik.bake(frame_start=FRAMES[0], frame_end=FRAMES[-1]) == {"FINISHED"}
+    ours = tails(rig, FRAMES)
+    assert np.abs(ours - blender).max() < 1e-4, np.abs(ours - blender).max(axis=(0, 2))
