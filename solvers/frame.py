@@ -22,6 +22,7 @@ which applies, and the constructor raises ``SettingsError`` with it.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -31,10 +32,10 @@ from .curvature import newton_step, twist_dofs
 from .errors import GoalError, SettingsError
 from .goals import check_weights
 from .kernel import DAMPING
-from .methods import StepContext, clamp_max_abs
+from .methods import StepContext, clamp_max_abs, make_method
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton, dof_order
-from .so3 import Array, angle_axis, exp_so3, orthonormalize
-from .solve import Settings, SolveResult
+from .so3 import Array, angle_axis, det3, exp_so3, orthonormalize
+from .solve import W_BAR_SHARE, Settings, SolveResult, lm_w_bar
 from .stops import (
     BOUND_SLACK,
     CONVERGED,
@@ -224,6 +225,8 @@ class FrameSolver:
             raise SettingsError(f"the single-frame solver does not support {why}: use solve()")
         self.skeleton, self.settings = skeleton, settings
         self.method = settings.make_method()
+        self._w_bar: float | None = None  # LM's w_bar as capped for the last base (``_cap``)
+        self.newton: float | None = None  # the damped Newton step's damping (``_dofs``)
         self.damped = settings.method in DAMPED_METHODS
         n_eff = skeleton.n_effectors
         w_pos = check_weights(position_weight, 1.0, n_eff, "position_weight")
@@ -237,6 +240,27 @@ class FrameSolver:
         self._bones()
         self._jacobian_layout(cols)
         self._bounds(cols)
+
+    def _cap(self, lin: Array) -> None:
+        """LM's w_bar capped by this tree's reach in world units, as ``solve.tree_settings``
+        caps it (``lin``: the base's linear part); the method and the Newton step's damping
+        follow it."""
+        st = self.settings
+        if st.method != "lm":
+            return
+        reach = self.skeleton.chain_reach()[0][self.w_pos > 0]
+        w_bar = lm_w_bar(st)
+        r = float(reach.max()) if reach.size else 0.0
+        if math.isfinite(r) and r > 0.0:
+            scale = abs(float(det3(lin))) ** (1.0 / 3.0)  # as tree_settings: the same float
+            cap = W_BAR_SHARE * (r * scale) ** 2
+            w_bar = min(w_bar, cap)
+        if w_bar == self._w_bar:
+            return
+        self._w_bar = w_bar
+        self.method = make_method("lm", {**st.params, "w_bar": w_bar})
+        if self.newton is not None:
+            self.newton = w_bar
 
     def _rows(self, w_pos: Array, w_rot: Array, measure_rotation: bool | None) -> None:
         """The weighted system's rows, weights and tolerances."""
@@ -284,7 +308,7 @@ class FrameSolver:
         # the damped Newton step's damping and the DOFs' order (solvers/curvature.py)
         st = self.settings
         damping = DAMPING.get(st.method) if st.second_order else None
-        self.newton = None if damping is None else damping(self.method.params)[1]
+        self.newton = None if damping is None else float(damping(self.method.params)[1])
         self.rel = dof_order(skeleton)[cols][:, cols]
         self.moves = skeleton.dof_moves[:, cols]
         self.twist = twist_dofs(skeleton)[cols]
@@ -394,6 +418,7 @@ class FrameSolver:
         if abs(_det3(lin)) <= 1e-12 * max(float(np.abs(lin).max()), 1e-300) ** 3:
             raise GoalError("the armature's world matrix is singular (a scale of zero on an axis)")
         rot_model = self._rotation_targets(rotation, lin, identity)
+        self._cap(lin)
         if pose.rotations.shape[:2] != (1, n_bones):
             raise SettingsError(f"the start pose must be one frame of {n_bones} bones")
         run = _Run(self, pose, frames, target, (lin, trans, identity), rot_model)

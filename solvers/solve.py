@@ -25,7 +25,7 @@ from .goals import Goals, PreparedGoals, prepare_goals
 from .kernel import DAMPING
 from .methods import Method, StepContext, clamp_max_abs, damped_solve, make_method
 from .skeleton import Kinematics, Pose, Skeleton, components
-from .so3 import Array, angle_axis, mul, rotate
+from .so3 import Array, angle_axis, det3, mul, rotate
 from .stops import (
     BOUND_SLACK,
     CONVERGED,
@@ -206,6 +206,48 @@ def _problem(skel: Skeleton, goals: PreparedGoals, settings: Settings) -> _Probl
     return problem
 
 
+W_BAR_SHARE = 0.01
+"""Levenberg-Marquardt's constant damping w_bar (Sugihara's 1e-3, for arms about 1 m long) is at
+most this share of the squared reach of a tree's position goals (world units): it is added to
+J^T W_E J, whose entries grow with the squared lengths, so on short chains it outweighed them and
+the steps crept (a 3-bone chain 2.9 cm long took 106 iterations a frame to 1e-5, one 1 cm long
+did not get there in 500; capped, 7 and 7, as a 1 m chain does; 7 and 18 on a 9.5 cm finger).
+Trees reaching 0.32 m or more keep w_bar: the cap leaves every zoo rig as it was (the shortest
+tree there reaches 0.40 m)."""
+
+
+def lm_w_bar(settings: Settings) -> float:
+    """LM's w_bar in ``settings`` (its default when not given)."""
+    return float(settings.params.get("w_bar", make_method("lm").params["w_bar"]))
+
+
+def tree_settings(
+    settings: Settings,
+    skel: Skeleton,
+    g: PreparedGoals,
+    effectors: NDArray[np.intp] | None = None,
+) -> Settings:
+    """``settings`` for the goals ``g`` of one IK tree on ``skel`` (of its ``effectors``, when
+    ``skel`` holds other trees too): LM's w_bar capped at ``W_BAR_SHARE`` of the tree's squared
+    reach in world units (``settings`` itself when the cap does not bite). Every loop solves a
+    tree with these, alone or among others."""
+    if settings.method != "lm":
+        return settings
+    use = (g.w_pos > 0) & ~g.secondary & ~g.is_aim
+    if effectors is not None:
+        use &= np.isin(np.arange(len(use)), effectors)
+    if not np.any(use):
+        return settings
+    reach = float(skel.chain_reach()[0][use].max())
+    if not math.isfinite(reach) or reach <= 0.0:
+        return settings
+    scale = float(np.abs(det3(g.lin)).max()) ** (1.0 / 3.0)  # world units per model unit
+    cap = W_BAR_SHARE * (reach * scale) ** 2
+    if cap >= lm_w_bar(settings):
+        return settings
+    return replace(settings, params={**settings.params, "w_bar": cap})
+
+
 class _Problem:
     """What stays fixed over the loop: row selection, weights, masks (``_problem`` caches it)."""
 
@@ -340,6 +382,9 @@ def solve(
     # the compiled loop (solvers/kernel.py) covers the problem: each tree on its own skeleton
     compiled = kernel.plan(problem, method, g, start, settings.mode == "track") is not None
     if len(trees) == 1:
+        own = tree_settings(settings, skeleton, g)
+        if own is not settings:
+            problem, method = _problem(skeleton, g, own), own.make_method()
         result = _solve(problem, method, g, start, resume, 1)
         result.trees = trees
     elif (
@@ -349,6 +394,7 @@ def solve(
         or compiled
         or carries(skeleton)
         or priority.has_levels(skeleton, trees)
+        or any(tree_settings(settings, skeleton, g, t) is not settings for t in trees)
     ):
         result = _solve_apart(skeleton, g, settings, start, resume, trees)
     else:
@@ -402,9 +448,9 @@ def _solve_apart(
     below = start.copy() if carries(skeleton) else start
     for tree, carry in zip(trees, carried, strict=True):
         sub, bones, solved = skeleton.subtree(tree)
-        st = settings
+        st = tree_settings(settings, sub, g.select(tree))
         if settings.rest_pose is not None:
-            st = replace(settings, rest_pose=_bones(settings.rest_pose, bones))
+            st = replace(st, rest_pose=_bones(settings.rest_pose, bones))
         part_problem = _problem(sub, g.select(tree), st)
         begin = _bones(below, bones)
         part = _solve(part_problem, st.make_method(), g.select(tree), begin, carry, 1)
@@ -426,6 +472,7 @@ def solve_tree(
     ``solve`` gives (no balance; the start pose is used in place)."""
     if settings.keep_limits:
         skeleton.clamp_to_limits(start)
+    settings = tree_settings(settings, skeleton, g)
     problem = _problem(skeleton, g, settings)
     return _solve(problem, settings.make_method(), g, start, None, 1)
 
@@ -517,7 +564,8 @@ def _solve(
             st = problem.settings
 
             def again(sub: Skeleton, gs: PreparedGoals, begin: Pose) -> SolveResult:
-                return _solve(_problem(sub, gs, st), st.make_method(), gs, begin, None, 1)
+                own = tree_settings(st, sub, gs)
+                return _solve(_problem(sub, gs, own), own.make_method(), gs, begin, None, 1)
 
             res = priority.prioritize(problem, g, res, primary, other, again)
         return res

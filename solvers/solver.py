@@ -19,8 +19,10 @@ from .frame import FrameSolver, unsupported
 from .goals import Goals, PreparedGoals, check_weights, prepare_goals
 from .priority import has_levels
 from .skeleton import Pose, Skeleton
+from .so3 import det3
 from .solve import (
     REASONS,
+    W_BAR_SHARE,
     Settings,
     SolveResult,
     _problem,
@@ -29,6 +31,8 @@ from .solve import (
     combine_trees,
     goal_status,
     ik_trees,
+    lm_w_bar,
+    tree_settings,
 )
 from .solve import solve as solve_batched  # the batched loop (many frames, every option)
 
@@ -71,6 +75,7 @@ class Solver:
         self._fast: dict[bytes, list[FrameSolver] | None] = {}
         self._compiled: dict[bytes, list[_KernelTree] | None] = {}
         self._goal_memo: dict[tuple[Any, ...], Any] = {}  # prepare_goals' unchanging parts
+        self._shortest: float | None = None  # the shortest goal's reach (``_caps``)
         # trees solved one after the other, goal priority: the batched loop, never one frame
         self._trees_in_order = carries(skeleton) or has_levels(skeleton, self.trees_all)
 
@@ -189,13 +194,13 @@ class Solver:
         bit for bit, without ``solve``'s set-up per call (a fifth to a quarter of a live
         update's solve on the humanoid: docs/solver-api.md). None when the compiled loop does
         not cover the goals (``solve`` then runs), or hands the frame back to the numpy loop."""
-        skel, st = self.skeleton, self.settings
+        skel = self.skeleton
         e = skel.n_effectors
         g = prepare_goals(goals, e, self._goal_memo)
         start = pose if pose is not None else Pose.rest(skel.n_bones)
         check_start(skel, start)
         identity = bool(np.all(g.lin == np.eye(3)))
-        key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity])
+        key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity]) + self._caps(g)
         if key not in self._compiled:
             self._compiled[key] = self._kernel_trees(g, start)
         trees = self._compiled[key]
@@ -206,7 +211,7 @@ class Solver:
             for t in trees:
                 gs = g if t.whole else g.select(t.effectors)
                 problem = t.problem  # ``_problem``'s for these goals' weights and kinds
-                problem.settings = st  # (as ``_problem`` sets it: the cache is shared)
+                problem.settings = t.settings  # (as ``_problem`` sets it: the cache is shared)
                 begin = Pose(
                     start.rotations[:, t.bones],
                     start.locations[:, t.bones],
@@ -234,6 +239,27 @@ class Solver:
         result = combine_trees(self.trees_all, results, out, pos, rot)
         return self._with_status(result, g.w_pos, g.w_rot, lambda: g)
 
+    def _caps(self, g: PreparedGoals) -> bytes:
+        """The trees' capped LM damping (``solve.tree_settings``) where the cap bites: part of
+        the compiled trees' cache key (their plans hold it), empty when none does (at once when
+        even the shortest goal's reach is long enough: live posing calls this every update)."""
+        st = self.settings
+        if st.method != "lm":
+            return b""
+        if self._shortest is None:
+            reach = self.skeleton.chain_reach()[0]
+            self._shortest = float(np.min(reach[reach > 0], initial=np.inf))
+        scale = abs(float(det3(g.lin[0]))) ** (1.0 / 3.0)
+        if W_BAR_SHARE * (self._shortest * scale) ** 2 >= lm_w_bar(st):
+            return b""
+        caps = [
+            tree_settings(self.settings, self.skeleton, g, tree).params.get("w_bar")
+            for tree in self.trees_all
+        ]
+        if all(c is None or c == self.settings.params.get("w_bar") for c in caps):
+            return b""
+        return repr(caps).encode()
+
     def _kernel_trees(self, g: PreparedGoals, start: Pose) -> list[_KernelTree] | None:
         """Each IK tree's skeleton, bones and compiled-loop plan for goals weighted as ``g``,
         as ``solve`` splits them (one tree: the whole skeleton); None when the compiled loop
@@ -253,12 +279,13 @@ class Solver:
             begin = Pose(
                 start.rotations[:, bones], start.locations[:, bones], start.stretch[:, bones]
             )
-            problem = _problem(sub, gs, st)
-            plan = kernel.plan(problem, method, gs, begin, False)
+            own = tree_settings(st, sub, gs)
+            problem = _problem(sub, gs, own)
+            plan = kernel.plan(problem, own.make_method(), gs, begin, False)
             if plan is None:
                 return None
             into, out = bones[solved], np.flatnonzero(solved)
-            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole, problem, {}))
+            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole, problem, {}, own))
         return found
 
 
@@ -274,6 +301,7 @@ class _KernelTree(NamedTuple):
     whole: bool
     problem: Any  # its ``solve._problem``
     memo: dict[str, Any]  # what ``kernel.iterate`` keeps from call to call
+    settings: Settings  # ``solve.tree_settings``: the solver's, LM's w_bar capped by its reach
 
 
 def _raw_result(raw: kernel.Out, begin: Pose) -> SolveResult:
