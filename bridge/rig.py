@@ -644,19 +644,7 @@ def read_frames(
     for f in np.flatnonzero(_suspicious(base, target, evaluated, basis)):
         check_frame(ob, model, frames[f], base[f], target[f], basis[f], evaluated[f])
 
-    free = np.zeros(n_bones, dtype=bool)
-    free[model.free] = True
-    local = basis.copy()  # chain bones: their channels; the others: evaluated, relative
-    fixed = np.flatnonzero(~free)
-    if fixed.size:
-        shape = (len(frames), *model.rest[fixed].shape)
-        parent_frame = np.broadcast_to(model.rest[fixed], shape).copy()
-        up = model.parents[fixed] >= 0
-        parent_frame[:, up] = evaluated[:, model.parents[fixed[up]]] @ model.rest[fixed[up]]
-        local[:, fixed] = affine_inverse(parent_frame) @ evaluated[:, fixed]
-    rot = nearest_rotation(local[..., :3, :3])
-    loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
-    pose = Pose(rot, loc, np.zeros((n_frames, n_bones)))
+    local, pose = _start_pose(model, basis, evaluated)
     unscale = scale_maps(model, local, evaluated, pose)
 
     aim = full_body.aim_axes(model.goals)
@@ -685,6 +673,26 @@ def read_frames(
         balance=balance,
     )
     return FrameData(goals, pose, list(frames), maps, error_scale)
+
+
+def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array, Pose]:
+    """The bones' local transforms (F, B, 4, 4) and the start pose: chain bones from their
+    channels (``basis``), the others from their evaluated matrices relative to their parents'
+    (scale in both, rotations without it; connected bones have no location)."""
+    n_frames, n_bones = basis.shape[:2]
+    free = np.zeros(n_bones, dtype=bool)
+    free[model.free] = True
+    local = basis.copy()  # chain bones: their channels; the others: evaluated, relative
+    fixed = np.flatnonzero(~free)
+    if fixed.size:
+        shape = (n_frames, *model.rest[fixed].shape)
+        parent_frame = np.broadcast_to(model.rest[fixed], shape).copy()
+        up = model.parents[fixed] >= 0
+        parent_frame[:, up] = evaluated[:, model.parents[fixed[up]]] @ model.rest[fixed[up]]
+        local[:, fixed] = affine_inverse(parent_frame) @ evaluated[:, fixed]
+    rot = nearest_rotation(local[..., :3, :3])
+    loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
+    return local, Pose(rot, loc, np.zeros((n_frames, n_bones)))
 
 
 def current_evaluator(context_view_layer: Any) -> Callable[[int], None]:
