@@ -358,6 +358,9 @@ class _Solved:
     body_parts: list[tuple[Array, Array | None]]  # per chunk: root locations, balance distances
     read_time: float
     solve_time: float
+    # the largest factor from the solver's errors to the scene's (a bone above the chains
+    # scaled: ``rig.FrameData.error_scale``; 1 when none is)
+    error_scale: float = 1.0
 
 
 def _solve_chunks(
@@ -408,6 +411,10 @@ def _solve_chunks(
     rotations, position_error, rotation_error, iterations, success, extra, body_parts = _gather(
         model, chunks, results, stretched, reduce_keys
     )
+    n_goals = len(model.goals)
+    scales = [
+        float(d.error_scale[:, :n_goals].max()) for d, _, _ in chunks if d.error_scale is not None
+    ]
     return _Solved(
         model,
         free_names,
@@ -422,6 +429,7 @@ def _solve_chunks(
         body_parts,
         read_time,
         solve_time,
+        max(scales, default=1.0),
     )
 
 
@@ -522,10 +530,12 @@ def _write_lean(
     key_tolerance: float,
     position_tolerance: float,
 ) -> reduce.ReduceReport:
-    """A lean bake's keys (bridge/reduce.py), checked against the solved effectors."""
+    """A lean bake's keys (bridge/reduce.py), checked against the solved effectors (in the
+    solver's model: where a bone above the chains is scaled, the position tolerance over the
+    largest scale, so the scene's effectors keep to it)."""
     poses = [x[1] for x in solved.extra if x[1] is not None]
     template = Pose(*(np.concatenate([getattr(p, a) for p in poses]) for a in Pose.__annotations__))
-    return reduce.write_reduced(
+    lean = reduce.write_reduced(
         ob,
         channels,
         frame_list,
@@ -534,8 +544,9 @@ def _write_lean(
         np.concatenate([x[2] for x in solved.extra if x[2] is not None]),
         len(solved.model.goals),
         math.radians(key_tolerance),
-        position_tolerance,
+        position_tolerance / solved.error_scale,
     )
+    return replace(lean, position_error=lean.position_error * solved.error_scale)
 
 
 def store_results(ob: Any, model: rig.RigModel, report: RunReport) -> None:
