@@ -22,7 +22,6 @@ which applies, and the constructor raises ``SettingsError`` with it.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -34,8 +33,8 @@ from .goals import check_weights
 from .kernel import DAMPING
 from .methods import StepContext, clamp_max_abs, make_method
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton, dof_order
-from .so3 import Array, angle_axis, det3, exp_so3, orthonormalize
-from .solve import W_BAR_SHARE, Settings, SolveResult, lm_w_bar
+from .so3 import Array, angle_axis, exp_so3, orthonormalize
+from .solve import Settings, SolveResult, lm_cap
 from .stops import (
     BOUND_SLACK,
     CONVERGED,
@@ -249,12 +248,7 @@ class FrameSolver:
         if st.method != "lm":
             return
         reach = self.skeleton.chain_reach()[0][self.w_pos > 0]
-        w_bar = lm_w_bar(st)
-        r = float(reach.max()) if reach.size else 0.0
-        if math.isfinite(r) and r > 0.0:
-            scale = abs(float(det3(lin))) ** (1.0 / 3.0)  # as tree_settings: the same float
-            cap = W_BAR_SHARE * (r * scale) ** 2
-            w_bar = min(w_bar, cap)
+        w_bar = lm_cap(st, float(reach.max(initial=0.0)), lin)
         if w_bar == self._w_bar:
             return
         self._w_bar = w_bar

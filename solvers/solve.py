@@ -221,6 +221,18 @@ def lm_w_bar(settings: Settings) -> float:
     return float(settings.params.get("w_bar", make_method("lm").params["w_bar"]))
 
 
+def lm_cap(settings: Settings, reach: float, lin: Array) -> float:
+    """LM's w_bar for a tree whose goals reach ``reach`` (model units; 0 or inf: no cap) under
+    a base of linear part ``lin`` ((3, 3) or (F, 3, 3), the largest scale counts): at most
+    ``W_BAR_SHARE`` of the squared reach in world units. The one formula of the cap, for every
+    loop (``tree_settings``, ``frame.FrameSolver``, ``solver.Solver``), so all get one float."""
+    w_bar = lm_w_bar(settings)
+    if not math.isfinite(reach) or reach <= 0.0:
+        return w_bar
+    scale = float(np.abs(det3(lin)).max()) ** (1.0 / 3.0)  # world units per model unit
+    return min(w_bar, W_BAR_SHARE * (reach * scale) ** 2)
+
+
 def tree_settings(
     settings: Settings,
     skel: Skeleton,
@@ -238,11 +250,7 @@ def tree_settings(
         use &= np.isin(np.arange(len(use)), effectors)
     if not np.any(use):
         return settings
-    reach = float(skel.chain_reach()[0][use].max())
-    if not math.isfinite(reach) or reach <= 0.0:
-        return settings
-    scale = float(np.abs(det3(g.lin)).max()) ** (1.0 / 3.0)  # world units per model unit
-    cap = W_BAR_SHARE * (reach * scale) ** 2
+    cap = lm_cap(settings, float(skel.chain_reach()[0][use].max()), g.lin)
     if cap >= lm_w_bar(settings):
         return settings
     return replace(settings, params={**settings.params, "w_bar": cap})

@@ -19,10 +19,8 @@ from .frame import FrameSolver, unsupported
 from .goals import Goals, PreparedGoals, check_weights, prepare_goals
 from .priority import has_levels
 from .skeleton import Pose, Skeleton
-from .so3 import det3
 from .solve import (
     REASONS,
-    W_BAR_SHARE,
     Settings,
     SolveResult,
     _problem,
@@ -31,6 +29,7 @@ from .solve import (
     combine_trees,
     goal_status,
     ik_trees,
+    lm_cap,
     lm_w_bar,
     tree_settings,
 )
@@ -249,16 +248,12 @@ class Solver:
         if self._shortest is None:
             reach = self.skeleton.chain_reach()[0]
             self._shortest = float(np.min(reach[reach > 0], initial=np.inf))
-        scale = abs(float(det3(g.lin[0]))) ** (1.0 / 3.0)
-        if W_BAR_SHARE * (self._shortest * scale) ** 2 >= lm_w_bar(st):
+        if lm_cap(st, self._shortest, g.lin[0]) >= lm_w_bar(st):
             return b""
-        caps = [
-            tree_settings(self.settings, self.skeleton, g, tree).params.get("w_bar")
-            for tree in self.trees_all
-        ]
-        if all(c is None or c == self.settings.params.get("w_bar") for c in caps):
+        own = [tree_settings(st, self.skeleton, g, tree) for tree in self.trees_all]
+        if all(o is st for o in own):
             return b""
-        return repr(caps).encode()
+        return repr([o.params.get("w_bar") for o in own]).encode()
 
     def _kernel_trees(self, g: PreparedGoals, start: Pose) -> list[_KernelTree] | None:
         """Each IK tree's skeleton, bones and compiled-loop plan for goals weighted as ``g``,
