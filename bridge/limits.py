@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Joint, Skeleton
 from .rig import RigModel
-from .write import Channel, animated_paths, driven_paths
+from .write import Channel, animated_paths, driven_paths, rotation_attr
 
 Array = NDArray[np.float64]
 
@@ -139,9 +139,7 @@ def override_warnings(ob: Any, model: RigModel) -> list[str]:
                 "keyed channels, unseen by the solve; on playback it moves the goals off "
                 "their targets (mute it, or import it if it is an IK constraint)"
             )
-        mode = pb.rotation_mode
-        attr = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}
-        if b in model.free and pb.path_from_id(attr.get(mode, "rotation_euler")) in drivers:
+        if b in model.free and pb.path_from_id(rotation_attr(pb.rotation_mode)) in drivers:
             out.append(
                 f"{pb.name}: its rotation is driven; the driver overrides the baked keys on "
                 "playback, which moves the goals off their targets"

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
 from ..solvers.skeleton import STRETCH
-from ..solvers.so3 import inv3
+from ..solvers.so3 import det3, inv3
 from . import full_body
 from .errors import RigError
 from .polar import nearest_rotation
@@ -587,7 +587,7 @@ def scale_maps(
         m_a = evaluated[:, a]
         which = an.anchor == a
         maps[:, which] = (unit[:, a] @ affine_inverse(m_a))[:, None]
-        scale[:, which] = (np.abs(np.linalg.det(m_a[:, :3, :3])) ** (1.0 / 3.0))[:, None]
+        scale[:, which] = (np.abs(det3(m_a[:, :3, :3])) ** (1.0 / 3.0))[:, None]
     return maps, scale
 
 
