@@ -297,6 +297,9 @@ class _SVDDamped(Method):
         return ctx.state.get("last_lam")
 
     def step(self, jac: Array, e: Array, ctx: StepContext) -> Array:
+        if min(jac.shape[1:]) == 0:  # no DOF or no row (a goal no DOF moves): no step
+            ctx.state["last_lam"] = np.zeros(len(jac))
+            return np.zeros((len(jac), jac.shape[2]))
         u, s, vt = np.linalg.svd(jac, full_matrices=False)
         alpha = np.einsum("fmi,fm->fi", u, e)
         lam = np.maximum(self.damping_from(s, alpha, ctx), 0.0)
@@ -439,6 +442,9 @@ class DLSChiaverini(Method):
         return ctx.state.get("last_lam")
 
     def step(self, jac: Array, e: Array, ctx: StepContext) -> Array:
+        if min(jac.shape[1:]) == 0:  # no DOF or no row (a goal no DOF moves): no step
+            ctx.state["last_lam"] = np.zeros(len(jac))
+            return np.zeros((len(jac), jac.shape[2]))
         u, s, _ = np.linalg.svd(jac, full_matrices=False)
         m = jac.shape[1]
         smin, d = s[:, -1], u[:, :, -1]  # the smallest singular value and its task direction

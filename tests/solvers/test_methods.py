@@ -7,11 +7,13 @@ import pytest
 
 from jacobian_ik.solvers import (
     METHODS,
+    Effector,
     Goals,
     Joint,
     Pose,
     Settings,
     SettingsError,
+    Skeleton,
     make_method,
     solve,
 )
@@ -392,3 +394,32 @@ def test_adaptive_clamp_carries_d_i_across_track_frames():
     track = solve(skel, Goals(position=np.repeat(target, 2, 0)), Settings(mode="track", **settings))
     converge = solve(skel, Goals(position=target), Settings(max_iterations=2, **settings))
     assert np.allclose(track.pose.rotations[1], converge.pose.rotations[0], atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["converge", "track"])
+@pytest.mark.parametrize("name", ALL)
+def test_a_goal_no_dof_moves_beside_a_free_chain(name, mode):
+    """A goal on a bone no DOF moves is an IK tree of its own with an empty Jacobian: no step
+    for it (Maciejewski-Klein's and Chiaverini's smallest singular value raised IndexError
+    there), while the free chain's goal is solved as alone."""
+    rest = np.tile(np.eye(4), (3, 1, 1))
+    rest[1:, 1, 3] = 1.0
+    joints = [Joint(""), Joint("XYZ"), Joint("XYZ")]
+    effectors = [Effector(0, (0.0, 0.5, 0.0)), Effector(2, (0.0, 1.0, 0.0))]
+    skel = Skeleton([-1, 0, 1], rest, joints, effectors)
+    goals = Goals(position=np.array([[[0.2, 0.5, 0.0], [0.6, 2.2, 0.4]]]))
+    settings = Settings(method=name, mode=mode, max_iterations=50)
+    both = solve(skel, goals, settings)
+    alone = solve(chain_of_two(), Goals(position=goals.position[:, 1:]), settings)
+    assert np.all(np.isfinite(both.pose.rotations))
+    np.testing.assert_allclose(both.position_error[:, 1], alone.position_error[:, 0], atol=1e-9)
+    assert both.position_error[0, 0] == pytest.approx(0.2)  # the fixed goal stays where it was
+
+
+def chain_of_two():
+    """The free part of the skeleton above: two ball joints from (0, 1, 0), on a fixed root."""
+    rest = np.tile(np.eye(4), (3, 1, 1))
+    rest[1:, 1, 3] = 1.0
+    return Skeleton(
+        [-1, 0, 1], rest, [Joint(""), Joint("XYZ"), Joint("XYZ")], [Effector(2, (0.0, 1.0, 0.0))]
+    )
