@@ -173,7 +173,7 @@ def poles_follow_root(
         pose = start.copy()
         pose.rotations[:, model.root] = result.pose.rotations[:, model.root]
         pose.locations[:, model.root] = result.pose.locations[:, model.root]
-        reader.reset_start(pose, model.free)
+        reader.reset_start(pose, model)
         result = solve_again(reader.goals(goals, start.frames), pose)
     return result
 

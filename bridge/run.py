@@ -165,7 +165,7 @@ def solve_frames(
     if live is not None:
         live.start(data, goals)
     if settings.mode == "converge":
-        reader.reset_start(data.pose, model.free)
+        reader.reset_start(data.pose, model)
     if last_pose is not None and settings.mode == "track":
         # frame f starts from frame f-1's result across chunks too, with the method's state and
         # the adaptive clamp carried on (resume): chunks equal one solve (the bones no chain
