@@ -93,6 +93,12 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         "constraints are off)",
         default=True,
     )
+    use_stretch: BoolProperty(  # type: ignore[valid-type]
+        name="Stretch",
+        description="Chain bones with IK Stretch may stretch toward a target out of reach "
+        "(off: they keep their length, as Blender's IK constraint with Stretch off)",
+        default=True,
+    )
     position_weight: FloatProperty(  # type: ignore[valid-type]
         name="Position Weight",
         description="Weight of the position error",

@@ -86,11 +86,15 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
     joints = list(model.skeleton.joints)
     warnings = list(model.warnings) + override_warnings(ob, model)
     changed = False
+    stretchy = stretch_allowed(model)
     for b in model.free:
         pb = pbones[model.names[b]]
         joint = joints[b]
         limits = constraint_limits(pb, joint.rotation_axes, warnings)
-        stretch = pb.ik_stretch > 0.0 and max_stretch > 1.0
+        stretch = pb.ik_stretch > 0.0 and max_stretch > 1.0 and b in stretchy
+        if pb.ik_stretch > 0.0 and b not in stretchy:  # its goals keep the lengths: no warning
+            unsupported = f"{pb.name}: {STRETCH_UNSUPPORTED}"
+            warnings = [w for w in warnings if not w.startswith(unsupported)]
         if not limits and not stretch:
             continue
         changed = True
@@ -115,6 +119,19 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
     skeleton = Skeleton(model.parents, model.rest, joints, skel.effectors, names=model.names)
     warnings += inherited_scale_warnings(ob, model, joints)
     return replace(model, skeleton=skeleton, warnings=warnings)
+
+
+def stretch_allowed(model: RigModel) -> set[int]:
+    """The bones of the chains of the goals with Stretch on (``use_stretch``): only they may
+    stretch. Blender's IK constraint stretches its chain's bones only with its Stretch on;
+    imported, the goal keeps the constraint's setting (with it off, a chain with IK stretch
+    0.5 was baked 1.34 times longer toward a target out of reach while Blender's IK kept it)."""
+    out: set[int] = set()
+    for e, goal in enumerate(model.goals):
+        if getattr(goal, "use_stretch", True):
+            chain = model.skeleton.effectors[e].chain
+            out |= set(range(model.skeleton.n_bones)) if chain is None else set(chain)
+    return out
 
 
 def override_warnings(ob: Any, model: RigModel) -> list[str]:

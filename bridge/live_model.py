@@ -58,6 +58,7 @@ def goal_key(ob: Any) -> tuple[Any, ...]:
             getattr(g, "chain_root", ""),
             g.use_tail,
             getattr(g, "use_transform_locks", True),
+            getattr(g, "use_stretch", True),
             g.position_weight,
             g.rotation_weight,
             g.pole_target.name if g.pole_target is not None else "",

@@ -167,6 +167,7 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                 goal.chain_length = con.chain_count
                 goal.use_tail = con.use_tail
                 goal.use_transform_locks = False  # as Blender's IK: only the IK locks
+                goal.use_stretch = con.use_stretch
                 goal.position_weight = position_weight
                 goal.rotation_weight = rotation_weight
                 pole = con.pole_target

@@ -113,6 +113,7 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         layout.prop(goal, "use_transform_locks")
         _draw_chain_note(layout, ob, goal)
         layout.prop(goal, "use_tail")
+        layout.prop(goal, "use_stretch")
         layout.prop(goal, "position_weight")
         if goal.type != "AIM":
             layout.prop(goal, "rotation_weight")

@@ -7,6 +7,7 @@ from typing import Any
 
 import bpy
 import numpy as np
+import pytest
 from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
 
 
@@ -64,6 +65,39 @@ def test_ik_stretch_reaches_a_far_target_and_plays_back(clean: Any) -> None:
     assert (tip(ob, "b1") - target.location).length < 1e-4
     scale = [ob.pose.bones[n].scale.y for n in ("b0", "b1")]
     assert all(1.0 <= s <= 2.0 for s in scale) and sum(scale) > 2.5  # (L + s) / L, both stretch
+
+
+@pytest.mark.parametrize("use_stretch", [False, True])
+def test_an_imported_constraint_keeps_its_stretch_switch(clean: Any, use_stretch: bool) -> None:
+    """Blender's IK stretches the chain's bones (IK Stretch 0.5) only with the constraint's
+    Stretch on: with it off, the imported goal keeps the lengths, as Blender does (it was
+    baked 1.34 times longer, the tail past Blender's by 0.6 m), and says nothing about IK
+    stretch being unsupported."""
+    ob = make_armature("Arm", chain_bones(2))
+    for pb in ob.pose.bones:
+        pb.ik_stretch = 0.5
+    ob.data.bones["b1"].inherit_scale = "NONE"  # exact playback (see bridge/limits.py)
+    target = make_empty("Target", (0.3, 2.6, 0.0))  # beyond the 2 bones of length 1
+    ik = ob.pose.bones["b1"].constraints.new("IK")
+    ik.target, ik.chain_count, ik.use_stretch = target, 2, use_stretch
+    bpy.context.view_layer.update()
+    blender = tip(ob, "b1").copy()
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+        assert ob.jacobian_ik.goals[0].use_stretch is use_stretch
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=2) == {"FINISHED"}
+    bpy.context.scene.frame_set(1)
+    scale = [ob.pose.bones[n].scale.y for n in ("b0", "b1")]
+    if use_stretch:
+        assert (tip(ob, "b1") - target.location).length < 1e-4
+        assert sum(scale) > 2.5
+    else:
+        assert scale == [1.0, 1.0]
+        assert (tip(ob, "b1") - blender).length < 1e-3  # Blender stops 2e-4 short
+        assert abs((tip(ob, "b1") - ob.pose.bones["b0"].head).length - 2.0) < 1e-4
+    from jacobian_ik.bridge import run
+
+    assert not any("not supported" in w for w in run(ob, bpy.context.scene, None).warnings)
 
 
 def test_max_stretch_caps_the_factor(clean: Any) -> None:
