@@ -114,6 +114,24 @@ class JACOBIAN_IK_OT_remove_goal(bpy.types.Operator):
         return {"FINISHED"}
 
 
+def _unsupported(ob: Any, con: Any) -> str:
+    """Why an IK constraint cannot become a goal ("" when it can): a vertex group as its target
+    or pole (Blender's IK aims at the group's centre; a goal would take the object's origin),
+    or iTaSC's Distance mode (it keeps a distance, it has no target point)."""
+    for role, target, sub in (
+        ("target", con.target, con.subtarget),
+        ("pole", con.pole_target, con.pole_subtarget),
+    ):
+        if target is not None and sub and target.type != "ARMATURE":
+            return (
+                f"its {role} is vertex group {sub!r} of {target.name!r}, which goals do not "
+                "support (use an Empty or a bone)"
+            )
+    if ob.pose.ik_solver == "ITASC" and con.ik_type == "DISTANCE":
+        return "an iTaSC Distance constraint keeps a distance, it has no target point"
+    return ""
+
+
 class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
     """Add one goal per IK constraint of the armature (pole included) and stash the constraints
     it converted on their goals: removed from the bones, restorable with Restore IK Constraints"""
@@ -140,6 +158,10 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                     continue
                 if con.target is None:
                     skipped.append(f"{pbone.name}/{con.name}: no target")
+                    continue
+                unsupported = _unsupported(ob, con)
+                if unsupported:
+                    skipped.append(f"{pbone.name}/{con.name}: {unsupported}, left as it is")
                     continue
                 influence_animated = con.path_from_id("influence") in animated
                 if con.influence <= 0.0 and not influence_animated:
@@ -183,8 +205,11 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
         for message in skipped:
             self.report({"WARNING"}, message)
         if not converted:
+            why = " (see the warnings)" if skipped else ""
             self.report(
-                {"ERROR"}, f"Armature {ob.name!r} has no unmuted IK constraint with a target"
+                {"ERROR"},
+                f"Armature {ob.name!r}: no IK constraint imported: none is unmuted with a target "
+                f"a goal can take{why}",
             )
             return {"CANCELLED"}
         props.active_goal_index = len(props.goals) - 1

@@ -164,3 +164,36 @@ def test_import_reports_an_influence_below_1_or_animated(clean: Any, capsys: Any
     assert "d2/IK: influence animated" in text and "c2/IK: influence 0 (off)" in text, text
     assert [g.bone for g in ob.jacobian_ik.goals] == ["b2", "d2"]
     assert [c.type for c in ob.pose.bones["c2"].constraints] == ["IK"]
+
+
+def test_import_leaves_vertex_group_targets_and_distance_constraints(
+    clean: Any, capsys: Any
+) -> None:
+    """A vertex group as target or pole (Blender's IK aims at the group's centre, a goal would
+    take the mesh's origin: imported, the chain went to the wrong place without a word) and an
+    iTaSC Distance constraint (no target point) stay on their bones, each named."""
+    bones = [*chain_bones(3), *chain_bones(3, prefix="c"), *chain_bones(3, prefix="d")]
+    ob = make_armature("Arm", bones)
+    bpy.ops.mesh.primitive_cube_add(location=(2.0, 1.0, 0.0))
+    mesh = bpy.context.object
+    mesh.vertex_groups.new(name="grip")
+    target = make_empty("T", (1.0, 2.0, 0.5))
+    grip = ob.pose.bones["b2"].constraints.new("IK")
+    grip.target, grip.subtarget = mesh, "grip"
+    pole = ob.pose.bones["c2"].constraints.new("IK")
+    pole.target, pole.pole_target, pole.pole_subtarget = target, mesh, "grip"
+    distance = ob.pose.bones["d2"].constraints.new("IK")
+    distance.target, distance.ik_type = target, "DISTANCE"
+    ob.pose.ik_solver = "ITASC"
+    with override(ob), pytest.raises(RuntimeError, match="no IK constraint imported"):
+        bpy.ops.jacobian_ik.import_constraints()
+    text = "".join(capsys.readouterr())
+    assert "b2/IK: its target is vertex group 'grip' of 'Cube'" in text, text
+    assert "c2/IK: its pole is vertex group 'grip'" in text, text
+    assert "d2/IK: an iTaSC Distance constraint" in text, text
+    assert len(ob.jacobian_ik.goals) == 0
+    pole.pole_target, distance.ik_type = None, "COPY_POSE"
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+    assert [g.bone for g in ob.jacobian_ik.goals] == ["c2", "d2"]
+    assert [c.type for c in ob.pose.bones["b2"].constraints] == ["IK"]
