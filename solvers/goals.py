@@ -177,10 +177,13 @@ def prepare_goals(
         if not np.all(np.isfinite(rot[:, used])):
             raise GoalError("target rotations are NaN or infinite")
         rot = np.where(np.isfinite(rot), rot, 0.0)
-        # orientations in model space: the nearest rotation to lin^-1 R (a mirrored armature
-        # flips handedness; -M is then the proper rotation with the same axes up to sign)
+        # orientations in model space: the nearest rotation to lin^-1 R. A mirrored armature
+        # (negative scale) flips handedness: M is then a reflection, and its X axis is turned
+        # around, so the bone's Y (along it) and Z follow the target's in the world and its X
+        # mirrors (-M turned all three around: the bone pointed away from the target's Y)
         m = orthonormalize(np.einsum("fij,fejk->feik", lin_inv, rot) + 1e-300)
-        rot_model = np.where(np.linalg.det(m)[..., None, None] < 0, -m, m)
+        flip = np.where(np.linalg.det(m) < 0, -1.0, 1.0)
+        rot_model = m * np.stack([flip, np.ones_like(flip), np.ones_like(flip)], -1)[..., None, :]
     return PreparedGoals(
         pos,
         np.asarray(rot_model),

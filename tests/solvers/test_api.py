@@ -52,3 +52,33 @@ def test_bad_skeletons_are_named_errors():
         Joint("XXQ")
     with pytest.raises(SkeletonError, match="stiffness"):
         Joint(stiffness={"rot_x": 1.0})
+
+
+@pytest.mark.parametrize("mirror", [(-1, 1, 1), (1, -1, 1), (-1, -1, -1)])
+def test_an_orientation_goal_on_a_mirrored_armature(mirror):
+    """A base with negative scale mirrors the bones: an orientation goal then turns the bone's
+    Y (along it) and Z onto the target's, its X mirrored, and the solve is its unmirrored
+    twin's (the model-space goal was -lin^-1 R: every axis of the bone pointed away from the
+    target's, the position missed by 0.25 on a Blender rig)."""
+    skel = chain(3)
+    angle = 0.7
+    target = np.array(
+        [[np.cos(angle), -np.sin(angle), 0.0], [np.sin(angle), np.cos(angle), 0.0], [0, 0, 1.0]]
+    )
+    d = np.diag([*mirror, 1.0]).astype(float)
+    plain = Goals(position=[[[-1.2, 1.9, 0.3]]], rotation=target[None, None], rotation_weight=1.0)
+    # the same target in the mirrored armature's world: its position mirrored, its orientation
+    # the one whose Y and Z the mirrored bone can match
+    world = d[:3, :3] @ target @ np.diag([-1.0, 1.0, 1.0]) if np.linalg.det(d) < 0 else target
+    mirrored = Goals(
+        position=[[d[:3, :3] @ [-1.2, 1.9, 0.3]]],
+        rotation=world[None, None],
+        rotation_weight=1.0,
+        base=d,
+    )
+    a, b = solve(skel, plain, Settings()), solve(skel, mirrored, Settings())
+    assert a.reason[0] == b.reason[0] == "converged"
+    np.testing.assert_allclose(b.pose.rotations, a.pose.rotations, atol=1e-6)
+    frame = d[:3, :3] @ skel.forward(b.pose)[0, 2, :3, :3]  # the bone in the world
+    np.testing.assert_allclose(frame[:, 1:], world[:, 1:], atol=1e-4)
+    np.testing.assert_allclose(frame[:, 0], -world[:, 0], atol=1e-4)
