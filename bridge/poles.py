@@ -175,6 +175,11 @@ STRAIGHT = 1e-3
 the joints either side is straight: ``aim_chains`` leaves it as it is."""
 
 
+PLANE_SINE = 0.5
+"""A pole this far off the line from a chain's base to its target (the sine of the angle,
+30 degrees) turns the chain fully toward it (``aim_chains``); nearer the line, less."""
+
+
 def _unit(v: Array) -> tuple[Array, NDArray[np.bool_]]:
     """Unit vectors of (F, 3) and which were long enough to have a direction."""
     n = np.linalg.norm(v, axis=-1, keepdims=True)
@@ -224,8 +229,12 @@ def aim_chains(
     rest without the twist the bones did not turn with the plane the pole sets: a leg whose
     pole swings around it ended with thigh and shin 70-80 degrees about their own axes off
     Blender's, the knee bending sideways (now 2-7 degrees; Rigify's arms 1.0 against 2.0).
-    Frames where a direction is undefined (a chain straight at rest, ``STRAIGHT``; a pole on
-    the line to the target) keep the rest pose. In place, for the frames of ``reads``."""
+    The twist fades out as the pole nears the line from H to the target (``PLANE_SINE``),
+    where its side is ill-defined: a motion capture pole set at the source's knee crosses
+    that line whenever the knee straightens, and the full twist followed it (the walk of
+    scripts/mocap.sh: 49 joint jumps before the flip repair against 5 from rest; with the
+    fade 6). Frames where a direction is undefined (a chain straight at rest, ``STRAIGHT``)
+    keep the rest pose. In place, for the frames of ``reads``."""
     chosen = aimable(skeleton, poles, free)
     if not chosen or len(reads) != pose.frames:
         return
@@ -250,7 +259,10 @@ def aim_chains(
         # a chain straight at rest (to a thousandth of its length) has no bend to turn
         ok2 = np.linalg.norm(bend, axis=1) > STRAIGHT * np.linalg.norm(lower - upper, axis=1)
         side = pole - base
-        u1, ok3 = _unit(side - np.einsum("fi,fi->f", side, d1)[:, None] * d1)
+        across = side - np.einsum("fi,fi->f", side, d1)[:, None] * d1
+        u1, ok3 = _unit(across)
+        # how clearly the pole sets a plane: the sine of its angle off the line to the target
+        sine = np.linalg.norm(across, axis=1) / np.maximum(np.linalg.norm(side, axis=1), 1e-300)
         # v: the pole's direction u1 taken back by the shortest rotation from d1 to d0,
         # R = I + [c]x + [c]x^2 / (1 + s), c = d1 x d0, s = d1 . d0 (undefined when opposite)
         c = np.cross(d1, d0)
@@ -260,7 +272,10 @@ def aim_chains(
         v = u1 + cu + np.cross(c, cu) / np.where(ok, 1.0 + s, 1.0)[:, None]
         # Q: the twist about d0 that turns u0 onto v
         angle = np.arctan2(np.einsum("fi,fi->f", d0, np.cross(u0, v)), np.einsum("fi,fi->f", u0, v))
-        q = exp_so3(d0 * angle[:, None])
+        # the full twist where the pole is PLANE_SINE or more off the line, fading to none on
+        # it: a pole crossing the line (a straight knee in motion capture) flips u1, and the
+        # twist with it, from one frame to the next
+        q = exp_so3(d0 * (angle * np.minimum(sine / PLANE_SINE, 1.0))[:, None])
         pre = kin.pre[:, top]
         # the top bone's frame pre R becomes Q pre R: R' = pre^T Q pre R
         turned = np.swapaxes(pre, -1, -2) @ q @ pre @ pose.rotations[:, top]
