@@ -657,7 +657,7 @@ def read_frames(
         support = np.array([bool(getattr(g, "support", False)) for g in model.goals])
         balance = full_body.balance_goal(model.body, every, model.balance_weight)
     position = target[:, :, :3, 3]
-    rotation = nearest_rotation(target[:, :, :3, :3]) if np.any(weights_rot > 0) else None
+    rotation = target_orientations(target[:, :, :3, :3]) if np.any(weights_rot > 0) else None
     maps = error_scale = None
     if unscale is not None:
         maps, error_scale = unscale
@@ -673,6 +673,17 @@ def read_frames(
         balance=balance,
     )
     return FrameData(goals, pose, list(frames), maps, error_scale)
+
+
+def target_orientations(m: Array) -> Array:
+    """The orientations the targets' (..., 3, 3) matrices ask for: their nearest rotations,
+    scale removed. A mirrored target (negative scale, as an Empty duplicated with Mirror) has
+    a reflection there, which has no nearest rotation of its own (the polar factor's axis
+    flip fell on whichever axis the SVD ordered last): its X axis is turned around first, so
+    the bone follows its Y and Z, as on a mirrored armature (solvers/goals.py)."""
+    flip = np.where(det3(m) < 0.0, -1.0, 1.0)
+    ones = np.ones_like(flip)
+    return nearest_rotation(m * np.stack([flip, ones, ones], -1)[..., None, :])
 
 
 def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array, Pose]:

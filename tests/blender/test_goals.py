@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import bpy
+import numpy as np
 import pytest
 from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
 
@@ -109,3 +110,32 @@ def test_transform_locks_lock_the_solve_unless_turned_off(clean: Any) -> None:
     assert not any("never moved" in w for w in report.warnings), report.warnings
     assert abs(ob.pose.bones["b1"].rotation_quaternion[0]) < 0.999
     assert report.position_error.max() < 1e-4
+
+
+@pytest.mark.parametrize("scale", [(-1.0, 1.0, 1.0), (1.0, 1.0, -1.0), (-2.0, -2.0, -2.0)])
+def test_a_mirrored_target_gives_its_y_and_z_axes(clean: Any, scale: tuple[float, ...]) -> None:
+    """An orientation target with a negative scale (an Empty mirrored) holds a reflection: the
+    bone turns its Y (along it) and Z onto the target's, its X mirrored (the reflection's
+    nearest rotation flipped whichever axis the SVD ordered last: the bone's Y pointed away
+    from the target's)."""
+    ob = make_armature("Arm", chain_bones(3))
+    pose = {"b0": (0.3, 0.1, 0.4), "b1": (0.5, -0.2, 0.3), "b2": (0.2, 0.4, -0.3)}
+    for name, euler in pose.items():
+        ob.pose.bones[name].rotation_mode = "XYZ"
+        ob.pose.bones[name].rotation_euler = euler
+    bpy.context.view_layer.update()
+    reached = ob.matrix_world @ ob.pose.bones["b2"].matrix  # a pose the chain can take
+    for pb in ob.pose.bones:
+        pb.rotation_euler = (0.0, 0.0, 0.0)
+    target = make_empty("T", tuple(reached.translation))
+    target.rotation_euler = reached.to_euler()
+    target.scale = scale
+    add_goal(ob, "b2", target, chain_length=3, rotation_weight=1.0, use_tail=False)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+    bpy.context.view_layer.update()
+    bone = np.array((ob.matrix_world @ ob.pose.bones["b2"].matrix).to_3x3())
+    axes = np.array(target.matrix_world.to_3x3())
+    axes /= np.linalg.norm(axes, axis=0)
+    assert np.degrees(np.arccos(np.clip(bone[:, 1] @ axes[:, 1], -1, 1))) < 0.5
+    assert np.degrees(np.arccos(np.clip(bone[:, 2] @ axes[:, 2], -1, 1))) < 0.5
