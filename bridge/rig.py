@@ -169,6 +169,45 @@ def check_editable(ob: Any, keys: bool) -> None:
         )
 
 
+def check_evaluated(ob: Any, view_layer: Any) -> None:
+    """Raise RigError when the armature or an enabled goal's target or pole is an object the
+    view layer does not evaluate: disabled in viewports (the screen icon), or in collections
+    that are all excluded or disabled, or not in the view layer at all. Its matrices stay
+    where they were, so a bake read a frozen target at every frame (1 m off on a test rig,
+    reported as converged). Hidden with the eye (H) an object is still evaluated."""
+    objects = [("armature", ob)]
+    for index, goal in enabled_goals(ob):
+        label = goal_label(index, goal)
+        objects += [(f"{label}: target", goal.target), (f"{label}: pole", goal.pole_target)]
+    for what, obj in objects:
+        if obj is None:
+            continue
+        why = ""
+        if obj.hide_viewport:
+            why = "is disabled in viewports"
+        elif not _in_enabled_collection(obj, view_layer):
+            why = "is only in excluded or disabled collections (or not in the view layer)"
+        if why:
+            raise RigError(
+                f"{what} {obj.name!r} {why}, so the scene does not evaluate it and its "
+                "animation would be read as frozen: enable it (hide it with H instead)"
+            )
+
+
+def _in_enabled_collection(obj: Any, view_layer: Any) -> bool:
+    """Whether ``obj`` is in a collection of ``view_layer`` that is neither excluded nor
+    disabled in viewports, nor below one that is."""
+    holding = list(obj.users_collection)
+    stack = [(view_layer.layer_collection, False)]
+    while stack:
+        layer, off = stack.pop()
+        off = off or layer.exclude or layer.collection.hide_viewport
+        if not off and layer.collection in holding:
+            return True
+        stack += [(child, off) for child in layer.children]
+    return False
+
+
 def _check_cycles(ob: Any, goals: list[tuple[int, Any]], moved: set[str]) -> None:
     """Raise RigError when a goal's target moves with a solved bone (a cycle).
 

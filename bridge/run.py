@@ -260,6 +260,7 @@ def run_steps(
     if ob is None or ob.type != "ARMATURE":
         raise RigError("the active object is not an armature")
     rig.check_editable(ob, keys=frames is not None or keyframe)
+    rig.check_evaluated(ob, view_layer or scene.view_layers[0])
     try:
         settings = solver_settings(ob.jacobian_ik, mode)
     except IKError as exc:

@@ -115,6 +115,16 @@ def set_target_bone(ob: Any, target: Any, bone: str) -> None:
     goal(ob).target, goal(ob).target_bone = target, bone
 
 
+def exclude_collection_of(target: Any) -> None:
+    """``target`` moved into a new collection, excluded from the view layer."""
+    col = bpy.data.collections.new("Targets")
+    bpy.context.scene.collection.children.link(col)
+    for c in target.users_collection:
+        c.objects.unlink(target)
+    col.objects.link(target)
+    bpy.context.view_layer.layer_collection.children["Targets"].exclude = True
+
+
 NAN, INF = math.nan, math.inf
 BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("goal bone deleted", lambda ob, t: delete_bone(ob, "b3"), "'b3' is not in armature"),
@@ -132,6 +142,10 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("every DOF IK-locked", lambda ob, t: lock_all(ob, "lock_ik"), "locked: nothing can move"),
     ("every rotation locked", lambda ob, t: lock_all(ob, "lock_rotation"), "nothing can move"),
     ("weights zero", lambda ob, t: setattr(goal(ob), "position_weight", 0.0), "weights are zero"),
+    # the scene does not evaluate them: a bake read the target frozen, 1 m off, "converged"
+    ("target disabled", lambda ob, t: setattr(t, "hide_viewport", True), "disabled in viewports"),
+    ("target excluded", lambda ob, t: exclude_collection_of(t), "only in excluded or disabled"),
+    ("armature disabled", lambda ob, t: setattr(ob, "hide_viewport", True), "armature 'Arm' is"),
     # the target is animated: its delta transform carries the bad value
     ("target NaN", lambda ob, t: setattr(t, "delta_location", (NAN, 0, 0)), "NaN, infinite or"),
     ("target inf", lambda ob, t: setattr(t, "delta_location", (0, INF, 0)), "NaN, infinite or"),
