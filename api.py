@@ -21,7 +21,7 @@ import numpy as np
 from .bridge import write
 from .bridge.errors import RigError
 from .bridge.live_model import LiveModel
-from .bridge.rig import goal_label
+from .bridge.rig import check_evaluated, goal_label
 from .solvers import IKError
 
 
@@ -67,14 +67,12 @@ def solve_pose(armature_object: Any, *, apply: bool = True, frame: int | None = 
     scene: Any = ob.users_scene[0] if ob.users_scene else bpy.context.scene
     if scene is None:
         raise RigError(f"armature {ob.name!r} is in no scene")
+    view_layer: Any = bpy.context.view_layer if bpy.context.scene == scene else scene.view_layers[0]
+    check_evaluated(ob, view_layer)
     if frame is not None and frame != scene.frame_current:
         scene.frame_set(frame)
     else:
-        # evaluated matrices of the bones above the chains and of the targets
-        view_layer: Any = (
-            bpy.context.view_layer if bpy.context.scene == scene else scene.view_layers[0]
-        )
-        view_layer.update()
+        view_layer.update()  # evaluated matrices of the bones above the chains and of the targets
     try:
         model = LiveModel(ob)
         live = model.solve(ob, force=True, frame=scene.frame_current)  # as live posing does

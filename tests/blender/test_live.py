@@ -454,6 +454,11 @@ def test_solve_pose_bad_input(clean: ModuleType) -> None:
     ob = make_armature("A", chain_bones(2))
     with pytest.raises(clean.bridge.RigError, match="no enabled goals"):
         solve_pose(ob)
+    target = make_empty("T", (0.5, 1.0, 0.0))
+    add_goal(ob, "b1", target)
+    target.hide_viewport = True  # not evaluated: its matrix would be read frozen
+    with pytest.raises(clean.bridge.RigError, match="target 'T' is disabled in viewports"):
+        solve_pose(ob)
 
 
 def test_draw_lines_without_gpu(live_chain: Any, addon: ModuleType) -> None:
