@@ -7,6 +7,7 @@ at their current evaluated pose, read frame by frame.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -192,6 +193,58 @@ def check_evaluated(ob: Any, view_layer: Any) -> None:
                 f"{what} {obj.name!r} {why}, so the scene does not evaluate it and its "
                 "animation would be read as frozen: enable it (hide it with H instead)"
             )
+
+
+PROBE_TURN = 0.3
+"""Radians each chain bone is turned by ``check_target_dependence`` (about its X and Z)."""
+
+
+def check_target_dependence(ob: Any, free_names: list[str], update: Callable[[], None]) -> None:
+    """Raise RigError when an enabled goal's target or pole moves with the chain bones the
+    solve turns, through a constraint or a driver (a Child Of or Copy Location on a solved
+    bone; a prop held by one hand that carries the other hand's target): a cycle the
+    parenting test (``_check_cycles``) does not see. The bake reads the targets where the
+    animated pose puts them, the keys then move them on playback. Found by turning every
+    chain bone by PROBE_TURN, updating (``update``: the view layer) and reading the targets
+    again; the channels are put back exactly and updated."""
+    goals = enabled_goals(ob)
+    if not goals:
+        return
+
+    def read() -> Array:
+        out = []
+        for _, g in goals:
+            out.append(_target_matrix(g)[:3, 3])
+            pole = g.pole_target
+            out.append(np.zeros(3) if pole is None else np.array(pole.matrix_world.translation))
+        return np.array(out)
+
+    attrs = ("location", "scale", "rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+    pbones = [ob.pose.bones[n] for n in free_names]
+    saved = [[tuple(getattr(pb, a)) for a in attrs] for pb in pbones]
+    c, s = math.cos(PROBE_TURN), math.sin(PROBE_TURN)
+    turn = np.array([[c, -s * c, s * s, 0], [s, c * c, -c * s, 0], [0, s, c, 0], [0, 0, 0, 1.0]])
+    before = read()
+    try:
+        for pb in pbones:
+            pb.matrix_basis = (np.array(pb.matrix_basis) @ turn).tolist()
+        update()
+        after = read()
+    finally:
+        for pb, values in zip(pbones, saved, strict=True):
+            for a, v in zip(attrs, values, strict=True):
+                setattr(pb, a, v)
+        update()
+    moved = np.linalg.norm(after - before, axis=1) > 1e-5 * (1.0 + np.abs(before).max())
+    for k in np.flatnonzero(moved).tolist():
+        index, goal = goals[k // 2]
+        what = "target" if k % 2 == 0 else "pole"
+        name = goal.target.name if k % 2 == 0 else goal.pole_target.name
+        raise RigError(
+            f"{goal_label(index, goal)}: {what} {name!r} moves with the solved chain bones (a "
+            "constraint or driver makes it follow one): a cycle, the keys would move it on "
+            "playback; make it follow a bone outside the chains, such as a control bone"
+        )
 
 
 def _in_enabled_collection(obj: Any, view_layer: Any) -> bool:

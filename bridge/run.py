@@ -267,8 +267,11 @@ def run_steps(
         raise RigError(f"settings: {exc}") from exc
 
     original_frame = scene.frame_current
+    layer = view_layer or scene.view_layers[0]
     try:
-        solved = yield from _solve_chunks(ob, frame_list, evaluate, settings, reduce_keys)
+        solved = yield from _solve_chunks(
+            ob, frame_list, evaluate, settings, reduce_keys, layer.update
+        )
     finally:
         if frames is not None:
             with suspended():
@@ -370,6 +373,7 @@ def _solve_chunks(
     evaluate: Callable[[int], None],
     settings: Settings,
     reduce_keys: bool,
+    update: Callable[[], None],
 ) -> Generator[float, None, _Solved]:
     """Read and solve ``frame_list`` CHUNK_FRAMES frames at a time (yielding the fraction done
     after each); RigError when the solver rejects the rig or a chunk. Writes nothing."""
@@ -384,6 +388,8 @@ def _solve_chunks(
     except IKError as exc:  # the solver rejected the skeleton built from the rig
         raise RigError(f"rig: {exc}") from exc
     free_names = [model.names[b] for b in model.free]
+    with suspended():
+        rig.check_target_dependence(ob, free_names, update)
     seeds = write.current_rotations(ob, free_names)
     stretched = limits.stretch_bones(model)
     read_time += time.perf_counter() - t0

@@ -115,6 +115,12 @@ def set_target_bone(ob: Any, target: Any, bone: str) -> None:
     goal(ob).target, goal(ob).target_bone = target, bone
 
 
+def constrain_to(target: Any, ob: Any, bone: str) -> None:
+    """``target`` follows ``bone`` of ``ob`` through a Child Of constraint (not parenting)."""
+    con = target.constraints.new("CHILD_OF")
+    con.target, con.subtarget = ob, bone
+
+
 def exclude_collection_of(target: Any) -> None:
     """``target`` moved into a new collection, excluded from the view layer."""
     col = bpy.data.collections.new("Targets")
@@ -138,6 +144,11 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
         "cyclic: object on a chain bone",
         lambda ob, t: set_target_bone(ob, parented_empty(ob, "b1"), ""),
         "a cycle",
+    ),
+    (
+        "cyclic: constraint to a chain bone",
+        lambda ob, t: constrain_to(t, ob, "b2"),
+        "'Target' moves with the solved chain bones",
     ),
     ("every DOF IK-locked", lambda ob, t: lock_all(ob, "lock_ik"), "locked: nothing can move"),
     ("every rotation locked", lambda ob, t: lock_all(ob, "lock_rotation"), "nothing can move"),
