@@ -135,6 +135,17 @@ def prepare(ob: Any) -> Prepared:
     pole_list, pole_warnings = poles.find_poles(ob, model)
     model = poles.add_poles(model, pole_list)
     model.warnings.extend(pole_warnings)
+    sk = model.skeleton
+    # a bone's turns do not move a point at its own head
+    head = (sk.eff_bone[:, None] == sk.dof_bone[None, :]) & sk.dof_rotational[None, :]
+    head &= ~np.any(sk.eff_offset != 0.0, axis=1)[:, None]
+    for e, goal in enumerate(model.goals):
+        if not np.any(sk.dof_moves[e] & ~head[e]):  # a locked chain, or the head of a chain of 1
+            model.warnings.append(
+                f"{rig.goal_label(e, goal)}: no bone of its chain can move it (every one locked, "
+                "or its effector is the head of its only bone): it stays where it is; lengthen "
+                "its chain, use its tail or turn the goal off"
+            )
     return Prepared(model, poles.PoleReader(ob, pole_list))
 
 

@@ -139,3 +139,25 @@ def test_a_mirrored_target_gives_its_y_and_z_axes(clean: Any, scale: tuple[float
     axes /= np.linalg.norm(axes, axis=0)
     assert np.degrees(np.arccos(np.clip(bone[:, 1] @ axes[:, 1], -1, 1))) < 0.5
     assert np.degrees(np.arccos(np.clip(bone[:, 2] @ axes[:, 2], -1, 1))) < 0.5
+
+
+@pytest.mark.parametrize("how", ["head of a chain of 1", "chain IK-locked"])
+def test_a_goal_nothing_can_move_is_named(clean: Any, how: str) -> None:
+    """A goal whose chain cannot move its effector (Blender's IK leaves it alone) is named in
+    the report; the other goals are solved as before."""
+    from jacobian_ik.bridge import run
+
+    ob = make_armature("Arm", [*chain_bones(3), *chain_bones(2, prefix="c")])
+    target = make_empty("T", (0.8, 2.0, 0.5))
+    add_goal(ob, "b2", target, chain_length=3)
+    if how == "head of a chain of 1":
+        add_goal(ob, "c1", make_empty("T2", (0.3, 1.0, 0.5)), chain_length=1, use_tail=False)
+    else:
+        add_goal(ob, "c1", make_empty("T2", (0.3, 1.0, 0.5)), chain_length=2)
+        for name in ("c0", "c1"):
+            pb = ob.pose.bones[name]
+            pb.lock_ik_x = pb.lock_ik_y = pb.lock_ik_z = True
+    report = run(ob, bpy.context.scene, range(1, 3))
+    named = "goal 2 (c1): no bone of its chain can move it"
+    assert any(w.startswith(named) for w in report.warnings), report.warnings
+    assert report.position_error[:, 0].max() < 1e-4
