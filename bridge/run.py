@@ -58,6 +58,9 @@ class RunReport:
     # None when no goal has ``support`` on
     balance_distance: Array | None = None
     aim: NDArray[np.bool_] | None = None  # (E,) AIM goals (their error is the angle)
+    # (F, E) each goal's state at each frame: "met", "out_of_reach" (farther than its chain
+    # reaches), "conflict" (within reach, held off by the other goals of its IK tree)
+    goal_status: NDArray[np.str_] | None = None
 
     @property
     def total_time(self) -> float:
@@ -79,6 +82,9 @@ class RunReport:
             if self.aim is not None and self.aim[e]:
                 angle = np.degrees(self.rotation_error[:, e])
                 stats = {"aim_max_deg": float(angle.max()), "aim_mean_deg": float(angle.mean())}
+            if self.goal_status is not None:
+                for state in ("met", "out_of_reach", "conflict"):
+                    stats[f"frames_{state}"] = int(np.sum(self.goal_status[:, e] == state))
             goals[f"{e + 1}:{name}"] = stats
         out = {
             "frames": len(self.frames),
@@ -324,6 +330,7 @@ def run_steps(
         full_keys=full_keys,
         balance_distance=np.concatenate(distances) if distances else None,
         aim=np.array([getattr(g, "type", "REACH") == "AIM" for g in model.goals], dtype=bool),
+        goal_status=solved.goal_status,
     )
     store_results(ob, model, report)
     return report
@@ -376,6 +383,7 @@ class _Solved:
     # the largest factor from the solver's errors to the scene's (a bone above the chains
     # scaled: ``rig.FrameData.error_scale``; 1 when none is)
     error_scale: float = 1.0
+    goal_status: NDArray[np.str_] | None = None  # (F, E) the goals' (``RunReport``)
 
 
 def _solve_chunks(
@@ -448,7 +456,15 @@ def _solve_chunks(
         read_time,
         solve_time,
         max(scales, default=1.0),
+        _statuses(results, n_goals),
     )
+
+
+def _statuses(results: list[SolveResult], n_goals: int) -> NDArray[np.str_] | None:
+    """The goals' states over the chunks' frames (``RunReport.goal_status``)."""
+    if any(r.goal_status is None for r in results):
+        return None
+    return np.concatenate([np.asarray(r.goal_status)[:, :n_goals] for r in results])
 
 
 def _gather(

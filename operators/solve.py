@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 def _report_run(op: Any, report: RunReport) -> None:
     for message in report.warnings:
         op.report({"WARNING"}, message)
+    for message in _goal_states(report):
+        op.report({"INFO"}, message)
     worst = float(report.position_error.max()) if report.position_error.size else 0.0
     op.report(
         {"INFO"},
@@ -29,6 +31,32 @@ def _report_run(op: Any, report: RunReport) -> None:
         + (f" (full bake: {report.full_keys})" if report.keys != report.full_keys else "")
         + _full_body_text(report),
     )
+
+
+def _goal_states(report: RunReport) -> list[str]:
+    """A line per goal not met on every frame: on how many frames it was met, out of reach
+    (and how far off at most), and in reach but held (``solve.goal_status``'s "conflict")."""
+    status = report.goal_status
+    if status is None:
+        return []
+    lines = []
+    frames = len(report.frames)
+    for e, name in enumerate(report.goal_names):
+        states = status[:, e]
+        far, held = states == "out_of_reach", states == "conflict"
+        if not (far.any() or held.any()):
+            continue
+        text = f"goal {e + 1} ({name}): met on {int(np.sum(states == 'met'))} of {frames} frames"
+        if far.any():
+            off = float(report.position_error[far, e].max())
+            text += f", out of reach on {int(far.sum())} ({off:.3g} off at most)"
+        if held.any():
+            text += (
+                f", in reach but not met on {int(held.sum())} (other goals of its IK tree, "
+                "limits or locks hold it)"
+            )
+        lines.append(text)
+    return lines
 
 
 def _full_body_text(report: RunReport) -> str:

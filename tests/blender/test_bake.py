@@ -185,3 +185,26 @@ def test_bake_rotation_modes(rig: tuple[Any, Any], mode: str) -> None:
     for frame in range(1, 21):
         scene.frame_set(frame)
         assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4, frame
+
+
+def test_the_report_says_why_a_goal_is_not_met(clean: Any, capsys: Any) -> None:
+    """Each goal not met on every frame gets a line: frames met, out of reach (how far off at
+    most), in reach but held; the run's summary counts them per goal."""
+    from jacobian_ik.bridge import run
+
+    ob = make_armature("Arm", [*chain_bones(3), *chain_bones(3, prefix="c")])
+    far, near = make_empty("Far", (0.0, 0.0, 0.0)), make_empty("Near", (0.5, 1.5, 0.5))
+    animate_target(far, {1: (0.5, 2.0, 0.5), 10: (0.5, 4.0, 0.5)})  # beyond 3 from frame 6
+    add_goal(ob, "b2", far, chain_length=3)
+    add_goal(ob, "c2", near, chain_length=3)
+    assert bake(ob, frame_start=1, frame_end=10) == {"FINISHED"}
+    text = capsys.readouterr().out
+    report = run(ob, bpy.context.scene, range(1, 11))
+    out = int(np.sum(report.goal_status[:, 0] == "out_of_reach"))
+    assert 3 <= out <= 6 and np.all(report.goal_status[:, 1] == "met")
+    worst = report.position_error[:, 0].max()
+    line = f"goal 1 (b2): met on {10 - out} of 10 frames, out of reach on {out} ({worst:.3g}"
+    assert line in text, text
+    assert "goal 2" not in text
+    goals = report.summary()["goals"]
+    assert goals["1:b2"]["frames_out_of_reach"] == out and goals["2:c2"]["frames_met"] == 10
