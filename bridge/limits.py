@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Joint, Skeleton
 from .rig import RigModel
-from .write import Channel, animated_paths, driven_paths, rotation_attr
+from .write import Channel, animated_paths, driven_paths, object_fcurves, rotation_attr
 
 Array = NDArray[np.float64]
 
@@ -141,6 +141,7 @@ def override_warnings(ob: Any, model: RigModel) -> list[str]:
     chain bone's rotation. On playback it moves the goals off their targets (a Copy Rotation
     at influence 0.5 on the middle bone of a 3-bone chain: 0.5 m off on a 2 m chain)."""
     drivers, animated = driven_paths(ob), animated_paths(ob)
+    modified = _modified_paths(ob)
     pbones = ob.pose.bones
     out = []
     for b in sorted(set(model.free) | {int(b) for b in model.skeleton.eff_bone}):
@@ -161,6 +162,31 @@ def override_warnings(ob: Any, model: RigModel) -> list[str]:
                 f"{pb.name}: its rotation is driven; the driver overrides the baked keys on "
                 "playback, which moves the goals off their targets"
             )
+        kinds = modified.get(pb.path_from_id(rotation_attr(pb.rotation_mode)), [])
+        if b in model.free and kinds:
+            out.append(
+                f"{pb.name}: its rotation F-curves have {', '.join(kinds)} modifiers, which "
+                "change the baked keys on playback and move the goals off their targets "
+                "(mute them)"
+            )
+    return out
+
+
+VALUE_MODIFIERS = ("GENERATOR", "FNGENERATOR", "ENVELOPE", "NOISE", "STEPPED", "LIMITS")
+"""F-curve modifiers that change a curve's values between its keys (Cycles only repeats it)."""
+
+
+def _modified_paths(ob: Any) -> dict[str, list[str]]:
+    """Data paths of ``ob``'s action whose F-curves have an active modifier that changes their
+    values (``VALUE_MODIFIERS``), with the modifiers' kinds."""
+    out: dict[str, list[str]] = {}
+    for fc in object_fcurves(ob):
+        for mod in fc.modifiers:
+            if mod.type in VALUE_MODIFIERS and not mod.mute and getattr(mod, "active", True):
+                kind = mod.type.title().replace("Fngenerator", "Built-In Function")
+                kinds = out.setdefault(fc.data_path, [])
+                if kind not in kinds:
+                    kinds.append(kind)
     return out
 
 

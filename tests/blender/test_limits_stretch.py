@@ -9,6 +9,7 @@ import bpy
 import numpy as np
 import pytest
 from blender_helpers import add_goal, chain_bones, make_armature, make_empty, override, tip
+from snapshot import action_fcurves
 
 
 def solve(ob: Any) -> set[str]:
@@ -165,3 +166,23 @@ def test_constraints_and_drivers_that_override_the_keys_are_reported(clean: Any)
     found = sorted(w.split(":")[0] for w in report.warnings)
     assert found == ["b0", "b1/Copy Rotation", "b2/Copy Scale"], report.warnings
     assert "driven" in next(w for w in report.warnings if w.startswith("b0:"))
+
+
+def test_fcurve_modifiers_that_change_the_keys_are_reported(clean: Any) -> None:
+    """A Noise (or another value-changing) modifier on a chain bone's rotation F-curve adds to
+    the baked keys on playback: named; a muted one and a Cycles modifier are not."""
+    from jacobian_ik.bridge import run
+
+    ob = make_armature("Arm", chain_bones(3))
+    target = make_empty("Target", (0.5, 2.0, 0.5))
+    add_goal(ob, "b2", target, chain_length=3)
+    for name in ("b0", "b1", "b2"):
+        ob.pose.bones[name].keyframe_insert("rotation_quaternion", frame=1)
+    action = ob.animation_data.action
+    curves = {fc.data_path.split('"')[1]: fc for _, fc in action_fcurves(action)}
+    curves["b0"].modifiers.new("NOISE")
+    curves["b1"].modifiers.new("NOISE").mute = True
+    curves["b2"].modifiers.new("CYCLES")
+    report = run(ob, bpy.context.scene, None)
+    named = [w for w in report.warnings if "modifiers" in w]
+    assert len(named) == 1 and named[0].startswith("b0: its rotation F-curves have Noise"), named
