@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
 from ..solvers.skeleton import STRETCH
-from ..solvers.so3 import det3, inv3
+from ..solvers.so3 import det3, inv3, unmirror
 from . import full_body
 from .errors import RigError
 from .polar import nearest_rotation
@@ -773,9 +773,7 @@ def target_orientations(m: Array) -> Array:
     a reflection there, which has no nearest rotation of its own (the polar factor's axis
     flip fell on whichever axis the SVD ordered last): its X axis is turned around first, so
     the bone follows its Y and Z, as on a mirrored armature (solvers/goals.py)."""
-    flip = np.where(det3(m) < 0.0, -1.0, 1.0)
-    ones = np.ones_like(flip)
-    return nearest_rotation(m * np.stack([flip, ones, ones], -1)[..., None, :])
+    return nearest_rotation(unmirror(m))
 
 
 def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array, Pose]:

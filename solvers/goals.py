@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .balance import Balance, PreparedBalance
 from .errors import GoalError
-from .so3 import Array, det3, inv3, orthonormalize
+from .so3 import Array, det3, inv3, orthonormalize, unmirror
 
 
 @dataclass
@@ -181,9 +181,7 @@ def prepare_goals(
         # (negative scale) flips handedness: M is then a reflection, and its X axis is turned
         # around, so the bone's Y (along it) and Z follow the target's in the world and its X
         # mirrors (-M turned all three around: the bone pointed away from the target's Y)
-        m = orthonormalize(np.einsum("fij,fejk->feik", lin_inv, rot) + 1e-300)
-        flip = np.where(np.linalg.det(m) < 0, -1.0, 1.0)
-        rot_model = m * np.stack([flip, np.ones_like(flip), np.ones_like(flip)], -1)[..., None, :]
+        rot_model = unmirror(orthonormalize(np.einsum("fij,fejk->feik", lin_inv, rot) + 1e-300))
     return PreparedGoals(
         pos,
         np.asarray(rot_model),

@@ -128,6 +128,16 @@ def inv3(m: Array) -> Array:
     return np.asarray(adj / det3(m)[..., None, None])
 
 
+def unmirror(m: Array) -> Array:
+    """(..., 3, 3) matrices with the X column turned around where the determinant is negative:
+    a reflection (a mirrored armature or target) becomes a proper matrix with the same Y and Z
+    axes, so a bone follows a mirrored target's Y (along it) and Z and mirrors its X."""
+    flip = np.where(det3(m) < 0.0, -1.0, 1.0)
+    out = np.array(m, dtype=np.float64)
+    out[..., :, 0] *= flip[..., None]
+    return out
+
+
 def orthonormalize(m: Array) -> Array:
     """The nearest rotation (or reflection, when det < 0) to each 3x3 matrix, by polar SVD."""
     u, _, vt = np.linalg.svd(m)
