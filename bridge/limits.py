@@ -92,7 +92,7 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
         joint = joints[b]
         limits = constraint_limits(pb, joint.rotation_axes, warnings)
         stretch = pb.ik_stretch > 0.0 and max_stretch > 1.0 and b in stretchy
-        if pb.ik_stretch > 0.0 and b not in stretchy:  # its goals keep the lengths: no warning
+        if pb.ik_stretch > 0.0 and (stretch or b not in stretchy):  # solved, or kept by choice
             unsupported = f"{pb.name}: {STRETCH_UNSUPPORTED}"
             warnings = [w for w in warnings if not w.startswith(unsupported)]
         if not limits and not stretch:
@@ -104,8 +104,6 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
             length = float(pb.bone.length)
             all_limits["stretch"] = (0.0, (max_stretch - 1.0) * length)
             stiffness["stretch"] = min(max(1.0 - float(pb.ik_stretch), 0.0), 0.99)
-            unsupported = f"{pb.name}: {STRETCH_UNSUPPORTED}"
-            warnings = [w for w in warnings if not w.startswith(unsupported)]
         joints[b] = Joint(
             rotation_axes=joint.rotation_axes,
             location_axes=joint.location_axes,
@@ -157,12 +155,13 @@ def override_warnings(ob: Any, model: RigModel) -> list[str]:
                 "keyed channels, unseen by the solve; on playback it moves the goals off "
                 "their targets (mute it, or import it if it is an IK constraint)"
             )
-        if b in model.free and pb.path_from_id(rotation_attr(pb.rotation_mode)) in drivers:
+        rotation = pb.path_from_id(rotation_attr(pb.rotation_mode))
+        if b in model.free and rotation in drivers:
             out.append(
                 f"{pb.name}: its rotation is driven; the driver overrides the baked keys on "
                 "playback, which moves the goals off their targets"
             )
-        kinds = modified.get(pb.path_from_id(rotation_attr(pb.rotation_mode)), [])
+        kinds = modified.get(rotation, [])
         if b in model.free and kinds:
             out.append(
                 f"{pb.name}: its rotation F-curves have {', '.join(kinds)} modifiers, which "

@@ -277,14 +277,14 @@ def run_steps(
     if ob is None or ob.type != "ARMATURE":
         raise RigError("the active object is not an armature")
     rig.check_editable(ob, keys=frames is not None or keyframe)
-    rig.check_evaluated(ob, view_layer or scene.view_layers[0])
+    layer = view_layer or scene.view_layers[0]
+    rig.check_evaluated(ob, layer)
     try:
         settings = solver_settings(ob.jacobian_ik, mode)
     except IKError as exc:
         raise RigError(f"settings: {exc}") from exc
 
     original_frame = scene.frame_current
-    layer = view_layer or scene.view_layers[0]
     try:
         solved = yield from _solve_chunks(
             ob, frame_list, evaluate, settings, reduce_keys, layer.update
