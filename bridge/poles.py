@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Pose, Skeleton
 from ..solvers.so3 import exp_so3
-from .rig import RigModel, chain_length, goal_label
+from .rig import RigModel, chain_length, goal_label, pole_position
 
 Array = NDArray[np.float64]
 
@@ -161,13 +161,6 @@ def swivel_point(hip: Array, target: Array, pole: Array, a: float, b: float) -> 
     if n < 1e-9:
         return pole
     return np.asarray(hip + x * u + h * side / n)
-
-
-def pole_position(target: Any, bone: str) -> Array:
-    """World position of a pole: the object's origin, or the head of its pose bone ``bone``."""
-    if bone:
-        return np.array(target.matrix_world @ target.pose.bones[bone].head, dtype=float)
-    return np.array(target.matrix_world.translation, dtype=float)
 
 
 STRAIGHT = 1e-3

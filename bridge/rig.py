@@ -199,6 +199,13 @@ PROBE_TURN = 0.3
 """Radians each chain bone is turned by ``check_target_dependence`` (about its X and Z)."""
 
 
+def pole_position(target: Any, bone: str) -> Array:
+    """World position of a pole: the object's origin, or the head of its pose bone ``bone``."""
+    if bone:
+        return np.array(target.matrix_world @ target.pose.bones[bone].head, dtype=float)
+    return np.array(target.matrix_world.translation, dtype=float)
+
+
 def check_target_dependence(ob: Any, free_names: list[str], update: Callable[[], None]) -> None:
     """Raise RigError when an enabled goal's target or pole moves with the chain bones the
     solve turns, through a constraint or a driver (a Child Of or Copy Location on a solved
@@ -215,8 +222,10 @@ def check_target_dependence(ob: Any, free_names: list[str], update: Callable[[],
         out = []
         for _, g in goals:
             out.append(_target_matrix(g)[:3, 3])
-            pole = g.pole_target
-            out.append(np.zeros(3) if pole is None else np.array(pole.matrix_world.translation))
+            pole, bone = g.pole_target, g.pole_target_bone
+            if pole is not None and (pole.pose is None or bone not in pole.pose.bones):
+                bone = ""  # (a missing pole bone: the pole is ignored, poles.find_poles)
+            out.append(np.zeros(3) if pole is None else pole_position(pole, bone))
         return np.array(out)
 
     attrs = ("location", "scale", "rotation_quaternion", "rotation_euler", "rotation_axis_angle")
@@ -239,7 +248,7 @@ def check_target_dependence(ob: Any, free_names: list[str], update: Callable[[],
     for k in np.flatnonzero(moved).tolist():
         index, goal = goals[k // 2]
         what = "target" if k % 2 == 0 else "pole"
-        name = goal.target.name if k % 2 == 0 else goal.pole_target.name
+        name = goal.target.name if k % 2 == 0 else goal.pole_target_bone or goal.pole_target.name
         raise RigError(
             f"{goal_label(index, goal)}: {what} {name!r} moves with the solved chain bones (a "
             "constraint or driver makes it follow one): a cycle, the keys would move it on "

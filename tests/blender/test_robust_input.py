@@ -121,6 +121,14 @@ def constrain_to(target: Any, ob: Any, bone: str) -> None:
     con.target, con.subtarget = ob, bone
 
 
+def pole_bone_following(ob: Any, bone: str) -> None:
+    """The goal's pole is the armature's bone ``ctrl``, which follows ``bone`` through a Copy
+    Location constraint: the pole moves with the chain."""
+    con = ob.pose.bones["ctrl"].constraints.new("COPY_LOCATION")
+    con.target, con.subtarget = ob, bone
+    goal(ob).pole_target, goal(ob).pole_target_bone = ob, "ctrl"
+
+
 def exclude_collection_of(target: Any) -> None:
     """``target`` moved into a new collection, excluded from the view layer."""
     col = bpy.data.collections.new("Targets")
@@ -149,6 +157,11 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
         "cyclic: constraint to a chain bone",
         lambda ob, t: constrain_to(t, ob, "b2"),
         "'Target' moves with the solved chain bones",
+    ),
+    (
+        "cyclic: pole bone constrained to a chain bone",
+        lambda ob, t: pole_bone_following(ob, "b2"),
+        "pole 'ctrl' moves with the solved chain bones",
     ),
     ("every DOF IK-locked", lambda ob, t: lock_all(ob, "lock_ik"), "locked: nothing can move"),
     ("every rotation locked", lambda ob, t: lock_all(ob, "lock_rotation"), "nothing can move"),
