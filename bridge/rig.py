@@ -175,14 +175,26 @@ def check_evaluated(ob: Any, view_layer: Any) -> None:
     view layer does not evaluate: disabled in viewports (the screen icon), or in collections
     that are all excluded or disabled, or not in the view layer at all. Its matrices stay
     where they were, so a bake read a frozen target at every frame (1 m off on a test rig,
-    reported as converged). Hidden with the eye (H) an object is still evaluated."""
-    objects = [("armature", ob)]
+    reported as converged). Hidden with the eye (H) an object is still evaluated. Also when
+    the armature, or an armature whose bone is a target or pole, shows its Rest Position: its
+    pose is not evaluated, so the chains were solved against the rest pose of the bones above
+    them (1.7 m off on playback in Pose Position on a test rig)."""
+    objects = [("armature", ob, True)]
     for index, goal in enabled_goals(ob):
         label = goal_label(index, goal)
-        objects += [(f"{label}: target", goal.target), (f"{label}: pole", goal.pole_target)]
-    for what, obj in objects:
+        objects += [
+            (f"{label}: target", goal.target, bool(goal.target_bone)),
+            (f"{label}: pole", goal.pole_target, bool(goal.pole_target_bone)),
+        ]
+    for what, obj, posed in objects:
         if obj is None:
             continue
+        if posed and obj.type == "ARMATURE" and obj.data.pose_position == "REST":
+            raise RigError(
+                f"{what} {obj.name!r} shows its Rest Position, so its pose is not evaluated "
+                "and the chains would be solved against the rest pose: switch the armature "
+                "to Pose Position (Armature properties > Pose)"
+            )
         why = ""
         if obj.hide_viewport:
             why = "is disabled in viewports"

@@ -129,6 +129,13 @@ def pole_bone_following(ob: Any, bone: str) -> None:
     goal(ob).pole_target, goal(ob).pole_target_bone = ob, "ctrl"
 
 
+def target_bone_at_rest(ob: Any) -> None:
+    """The goal's target is a bone of another armature that shows its Rest Position."""
+    other = make_armature("Other", chain_bones(2))
+    other.data.pose_position = "REST"
+    set_target_bone(ob, other, "b1")
+
+
 def exclude_collection_of(target: Any) -> None:
     """``target`` moved into a new collection, excluded from the view layer."""
     col = bpy.data.collections.new("Targets")
@@ -170,6 +177,13 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("target disabled", lambda ob, t: setattr(t, "hide_viewport", True), "disabled in viewports"),
     ("target excluded", lambda ob, t: exclude_collection_of(t), "only in excluded or disabled"),
     ("armature disabled", lambda ob, t: setattr(ob, "hide_viewport", True), "armature 'Arm' is"),
+    # its pose is not evaluated: the chains were solved against the rest pose (1.7 m off)
+    (
+        "armature in Rest Position",
+        lambda ob, t: setattr(ob.data, "pose_position", "REST"),
+        "armature 'Arm' shows its Rest Position",
+    ),
+    ("target bone at rest", lambda ob, t: target_bone_at_rest(ob), "target 'Other' shows its Rest"),
     # the target is animated: its delta transform carries the bad value
     ("target NaN", lambda ob, t: setattr(t, "delta_location", (NAN, 0, 0)), "NaN, infinite or"),
     ("target inf", lambda ob, t: setattr(t, "delta_location", (0, INF, 0)), "NaN, infinite or"),
