@@ -201,12 +201,17 @@ def _updated_names(depsgraph: Any) -> set[str]:
 
 
 def _scene_armatures(scene: Any) -> list[Any]:
-    """The live armatures of ``scene`` that can be solved now (in it, not in edit mode, with
-    an enabled goal)."""
+    """The live armatures of ``scene`` that can be solved now (in it, not in edit mode, showing
+    their pose, not the Rest Position, with an enabled goal). In Rest Position the pose is not
+    evaluated: a solve there used the rest pose of the bones above the chains, and nothing of
+    it shows; switched back to Pose Position, the next update solves."""
     return [
         ob
         for ob in live_armatures()
-        if scene.objects.get(ob.name) is not None and ob.mode != "EDIT" and has_goals(ob)
+        if scene.objects.get(ob.name) is not None
+        and ob.mode != "EDIT"
+        and ob.data.pose_position != "REST"
+        and has_goals(ob)
     ]
 
 

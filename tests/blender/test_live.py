@@ -293,6 +293,23 @@ def test_no_enabled_goal_is_not_solved(live_chain: Any, addon: ModuleType) -> No
     assert calls == [] and ob.jacobian_ik.use_live and addon.live.last_error(ob) == ""
 
 
+def test_rest_position_is_not_solved(live_chain: Any) -> None:
+    """In Rest Position the pose is not evaluated: nothing is solved or written (a solve there
+    used the rest pose of the bones above the chains); back in Pose Position the chain
+    follows at the next update."""
+    ob, empty = live_chain
+    ob.data.pose_position = "REST"
+    bpy.context.view_layer.update()
+    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+    empty.location = (0.2, 1.0, 1.0)
+    bpy.context.view_layer.update()
+    bpy.context.scene.frame_set(3)
+    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == before
+    ob.data.pose_position = "POSE"
+    bpy.context.view_layer.update()
+    assert distance(ob, empty) < 1e-4
+
+
 def animated_chain(arm_chain: Any) -> tuple[Any, Any]:
     """The 3-bone chain with its target keyed along a reachable curve over frames 1-121."""
     ob, empty = arm_chain(target=(1.0, 1.5, 0.5))
