@@ -162,7 +162,16 @@ def check_editable(ob: Any, keys: bool) -> None:
         )
     if ob.mode == "EDIT":
         raise RigError(f"armature {ob.name!r} is in edit mode: leave edit mode first")
-    action = ob.animation_data.action if ob.animation_data is not None else None
+    ad = ob.animation_data
+    if keys and ad is not None and ad.use_tweak_mode:
+        # the tweaked strip's action plays at the strip's times, the keys are written at the
+        # scene's frames: a strip starting 10 frames later played the keys 1.5 m off
+        raise RigError(
+            f"the NLA of {ob.name!r} is in tweak mode (editing a strip's action, which plays "
+            "at the strip's frames, not the scene's): leave tweak mode first (Tab in the NLA "
+            "editor)"
+        )
+    action = ad.action if ad is not None else None
     if keys and action is not None and action.library is not None:
         raise RigError(
             f"action {action.name!r} of {ob.name!r} is linked from library "

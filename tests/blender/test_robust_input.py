@@ -136,6 +136,18 @@ def target_bone_at_rest(ob: Any) -> None:
     set_target_bone(ob, other, "b1")
 
 
+def tweak_pushed_down(ob: Any) -> None:
+    """The armature's action pushed down into an NLA strip that plays it 10 frames later,
+    the strip in tweak mode."""
+    ad = ob.animation_data
+    track = ad.nla_tracks.new()
+    strip = track.strips.new("Pushed", 11, ad.action)
+    ad.action = None
+    track.select = strip.select = True
+    ad.use_tweak_mode = True
+    assert ad.use_tweak_mode
+
+
 def exclude_collection_of(target: Any) -> None:
     """``target`` moved into a new collection, excluded from the view layer."""
     col = bpy.data.collections.new("Targets")
@@ -177,6 +189,8 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("target disabled", lambda ob, t: setattr(t, "hide_viewport", True), "disabled in viewports"),
     ("target excluded", lambda ob, t: exclude_collection_of(t), "only in excluded or disabled"),
     ("armature disabled", lambda ob, t: setattr(ob, "hide_viewport", True), "armature 'Arm' is"),
+    # keys written at the scene's frames into an action played at the strip's (1.5 m off)
+    ("NLA tweak mode", lambda ob, t: tweak_pushed_down(ob), "is in tweak mode"),
     # its pose is not evaluated: the chains were solved against the rest pose (1.7 m off)
     (
         "armature in Rest Position",
