@@ -117,7 +117,17 @@ class JacobianIKGoal(bpy.types.PropertyGroup):
         name="Pole Target",
         type=bpy.types.Object,
         description="The chain's middle joint (knee, elbow) bends toward this object; "
-        "a secondary goal in the null space of the goals, no pole angle",
+        "a secondary goal in the null space of the goals",
+    )
+    pole_angle: FloatProperty(  # type: ignore[valid-type]
+        name="Pole Angle",
+        subtype="ANGLE",
+        default=0.0,
+        soft_min=-math.pi,
+        soft_max=math.pi,
+        description="Turns the side the chain bends to about the line from its base to the "
+        "target: 0 bends the middle joint toward the pole. Imported IK constraints get the "
+        "angle that reproduces their own pole angle (a zigzag leg keeps its shape)",
     )
     pole_target_bone: StringProperty(  # type: ignore[valid-type]
         name="Pole Bone",

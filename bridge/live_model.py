@@ -63,6 +63,7 @@ def goal_key(ob: Any) -> tuple[Any, ...]:
             g.rotation_weight,
             g.pole_target.name if g.pole_target is not None else "",
             g.pole_target_bone,
+            getattr(g, "pole_angle", 0.0),
             getattr(g, "type", "REACH"),
             getattr(g, "aim_axis", "Y"),
             getattr(g, "support", False),

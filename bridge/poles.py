@@ -63,6 +63,7 @@ class Pole:
     b: float  # rest distance middle joint - effector
     goal: Any  # the goal item (its target)
     chain: list[int]  # the goal's chain (skeleton bones)
+    angle: float = 0.0  # the goal's pole_angle: the bend's side turned from the pole's
 
 
 def chain_of(model: RigModel, bone: int, chain_length: int) -> list[int]:
@@ -78,19 +79,72 @@ def middle_joint(model: RigModel, chain: list[int], tail: float | None) -> int |
 
     ``tail``: the goal bone's length when the effector is its tail, None for its head.
     """
+    # head-to-parent-head lengths
+    k = middle_index([float(np.linalg.norm(model.rest[b, :3, 3])) for b in chain], tail)
+    return None if k is None else chain[k]
+
+
+def middle_index(steps: list[float], tail: float | None) -> int | None:
+    """``middle_joint`` by the chain's head-to-parent-head lengths ``steps`` (goal bone first):
+    the index in the chain of the bone whose head is the middle joint, or None."""
     first = 0 if tail is not None else 1
-    candidates = list(range(first, len(chain) - 1))
+    candidates = list(range(first, len(steps) - 1))
     if not candidates:
         return None
-    # arc length from the chain's base (the top bone's head) to the head of chain[k]
-    steps = [float(np.linalg.norm(model.rest[b, :3, 3])) for b in chain]  # head-to-parent-head
 
-    def from_base(k: int) -> float:
-        return sum(steps[k : len(chain) - 1])
+    def from_base(k: int) -> float:  # arc length from the top bone's head to chain[k]'s head
+        return sum(steps[k : len(steps) - 1])
 
     total = from_base(0) + (tail or 0.0)
-    best = min(candidates, key=lambda k: (abs(from_base(k) - 0.5 * total), -k))
-    return chain[best]
+    return min(candidates, key=lambda k: (abs(from_base(k) - 0.5 * total), -k))
+
+
+def bend_direction(heads: Array, k: int, effector: Array) -> Array:
+    """The middle joint's bend (not normalised): its offset from the line between the head of
+    the bone above it and the end of the bone below it. ``heads`` (..., L, 3) the chain's bone
+    heads, goal bone first (the last is the base), ``k`` the middle joint's index."""
+    upper = heads[..., k + 1, :]
+    lower = heads[..., k - 1, :] if k > 0 else effector
+    line, _ = _unit(lower - upper)
+    knee = heads[..., k, :] - upper
+    return np.asarray(knee - np.einsum("...i,...i->...", knee, line)[..., None] * line)
+
+
+def blender_pole_angle(ob: Any, bone: str, chain_length: int, tail: bool, angle: float) -> float:
+    """The ``pole_angle`` of a goal that bends its chain as Blender's IK constraint with pole
+    angle ``angle`` does. Blender turns the chain so that the top bone's X axis turned by the
+    pole angle about its Y axis (X cos a + Z sin a, across the line from the chain's base to
+    its effector) points at the pole (intern/iksolver IK_QJacobianSolver::ConstrainPoleVector);
+    we turn the middle joint's bend toward the pole turned by ``pole_angle``, so it is the
+    angle from Blender's direction to the bend at rest, about that line. 0 when either is
+    undefined (a straight chain)."""
+    bones = ob.data.bones
+    chain = [bones[bone]]
+    while chain[-1].parent is not None and (chain_length == 0 or len(chain) < chain_length):
+        chain.append(chain[-1].parent)
+    heads = np.array([b.head_local for b in chain], dtype=float)
+    parents = [b.parent.head_local if b.parent is not None else (0, 0, 0) for b in chain]
+    steps = [float(np.linalg.norm(h - np.array(p))) for h, p in zip(heads, parents, strict=True)]
+    k = middle_index(steps, chain[0].length if tail else None)
+    effector = np.array(chain[0].tail_local if tail else chain[0].head_local, dtype=float)
+    d0, ok = _unit(effector - heads[-1])
+    if k is None or not ok:
+        return 0.0
+    bend = bend_direction(heads, k, effector)
+    u0, ok_bend = _unit(bend - np.dot(bend, d0) * d0)
+    top = np.array(chain[-1].matrix_local, dtype=float)
+    up = top[:3, 0] * math.cos(angle) + top[:3, 2] * math.sin(angle)
+    up, ok_up = _unit(up - np.dot(up, d0) * d0)
+    if not (ok_bend and ok_up):
+        return 0.0
+    return float(math.atan2(np.dot(d0, np.cross(up, u0)), np.dot(up, u0)))
+
+
+def turn_side(side: Array, axis: Array, angle: float) -> Array:
+    """``side`` (..., 3), across the unit ``axis``, turned by ``angle`` about it."""
+    if angle == 0.0:
+        return side
+    return np.asarray(side * math.cos(angle) + np.cross(axis, side) * math.sin(angle))
 
 
 def find_poles(ob: Any, model: RigModel) -> tuple[list[Pole], list[str]]:
@@ -120,7 +174,8 @@ def find_poles(ob: Any, model: RigModel) -> tuple[list[Pole], list[str]]:
         tip = bones[g.bone].tail_local if g.use_tail else bones[g.bone].head_local
         a = float(np.linalg.norm(knee - np.array(upper.head_local)))
         b = float(np.linalg.norm(np.array(tip) - knee))
-        poles.append(Pole(e, bone, pole_target, pole_bone, upper.name, a, b, g, chain))
+        angle = float(getattr(g, "pole_angle", 0.0))
+        poles.append(Pole(e, bone, pole_target, pole_bone, upper.name, a, b, g, chain, angle))
     return poles, warnings
 
 
@@ -145,9 +200,12 @@ def _apply(m: Array, p: Array) -> Array:
     return np.asarray(m[:3, :3] @ p + m[:3, 3])
 
 
-def swivel_point(hip: Array, target: Array, pole: Array, a: float, b: float) -> Array:
+def swivel_point(
+    hip: Array, target: Array, pole: Array, a: float, b: float, angle: float = 0.0
+) -> Array:
     """The knee of a two-segment limb (lengths a, b) from ``hip`` reaching ``target``, bent
-    toward ``pole`` (see the module docstring); the pole itself when it lies on the axis."""
+    toward ``pole`` (see the module docstring), turned by ``angle`` about the line from the
+    hip to the target; the pole itself when it lies on the axis."""
     axis = target - hip
     d = float(np.linalg.norm(axis))
     if d < 1e-9:
@@ -160,7 +218,7 @@ def swivel_point(hip: Array, target: Array, pole: Array, a: float, b: float) -> 
     n = float(np.linalg.norm(side))
     if n < 1e-9:
         return pole
-    return np.asarray(hip + x * u + h * side / n)
+    return np.asarray(hip + x * u + h * turn_side(side / n, u, angle))
 
 
 STRAIGHT = 1e-3
@@ -240,20 +298,18 @@ def aim_chains(
         target = np.stack([r[2][i] for r in reads])
         d0, ok0 = _unit(kin.points[:, p.goal_index] - base)
         d1, ok1 = _unit(target - base)
-        # the middle joint's bend: its offset from the line between the head of the bone
-        # above it and the end of the bone below it, across d0
+        # the middle joint's bend, across d0
         k = p.chain.index(p.bone)
         upper = kin.head[:, p.chain[k + 1]]
         lower = kin.head[:, p.chain[k - 1]] if k > 0 else kin.points[:, p.goal_index]
-        line, _ = _unit(lower - upper)
-        knee = kin.head[:, p.bone] - upper
-        bend = knee - np.einsum("fi,fi->f", knee, line)[:, None] * line
+        bend = bend_direction(kin.head[:, p.chain], k, kin.points[:, p.goal_index])
         u0, _ = _unit(bend - np.einsum("fi,fi->f", bend, d0)[:, None] * d0)
         # a chain straight at rest (to a thousandth of its length) has no bend to turn
         ok2 = np.linalg.norm(bend, axis=1) > STRAIGHT * np.linalg.norm(lower - upper, axis=1)
         side = pole - base
         across = side - np.einsum("fi,fi->f", side, d1)[:, None] * d1
         u1, ok3 = _unit(across)
+        u1 = turn_side(u1, d1, p.angle)  # the side the bend should face
         # how clearly the pole sets a plane: the sine of its angle off the line to the target
         sine = np.linalg.norm(across, axis=1) / np.maximum(np.linalg.norm(side, axis=1), 1e-300)
         # v: the pole's direction u1 taken back by the shortest rotation from d1 to d0,
@@ -308,7 +364,7 @@ class PoleReader:
                     target = np.array(goal_target.matrix_world.translation, dtype=float)
                 hips[i] = np.array(ev(self.ob).pose.bones[p.upper].head, dtype=float)
                 poles_model[i], targets_model[i] = _apply(inv, pole), _apply(inv, target)
-                knee = swivel_point(hips[i], targets_model[i], poles_model[i], p.a, p.b)
+                knee = swivel_point(hips[i], targets_model[i], poles_model[i], p.a, p.b, p.angle)
                 out[i] = _apply(world, knee)
             self.positions.append(out)
             self.inputs.append((world, poles_model, targets_model, hips))
@@ -323,7 +379,7 @@ class PoleReader:
         for k in range(len(hips)):
             world, poles_model, targets_model, _ = self.inputs[first + k]
             for i, p in enumerate(self.poles):
-                knee = swivel_point(hips[k, i], targets_model[i], poles_model[i], p.a, p.b)
+                knee = swivel_point(hips[k, i], targets_model[i], poles_model[i], p.a, p.b, p.angle)
                 self.positions[first + k][i] = _apply(world, knee)
             self.inputs[first + k] = (world, poles_model, targets_model, hips[k])
 

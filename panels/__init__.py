@@ -120,6 +120,8 @@ class VIEW3D_PT_jacobian_ik_goal(_IKPanel, bpy.types.Panel):
         layout.prop(goal, "pole_target")
         if goal.pole_target is not None and goal.pole_target.type == "ARMATURE":
             layout.prop_search(goal, "pole_target_bone", goal.pole_target.data, "bones")
+        if goal.pole_target is not None:
+            layout.prop(goal, "pole_angle")
         layout.prop(goal, "support")
 
 

@@ -161,8 +161,8 @@ def test_a_missing_pole_bone_is_reported(clean: Any) -> None:
 
 def test_imported_constraint_keeps_its_bone_pole_and_bakes_toward_it(clean: Any) -> None:
     """An IK constraint with a pole bone that moves from the front of the knee to behind it:
-    imported, baked, the knee follows the pole frame by frame (no pole angle needed: the
-    constraint's -90 degrees is not used)."""
+    imported, baked, the knee follows the pole frame by frame (the leg is straight at rest, so
+    the constraint's -90 degrees sets no side: the knee bends toward the pole)."""
     ob = legs(extra=(POLE_BONE,))
     target = make_empty("Foot target", (0.1, -0.15, 0.3))
     pole = ob.pose.bones["knee_pole"]
@@ -272,3 +272,70 @@ def test_a_pole_near_the_line_to_the_target_does_not_twist_the_leg(clean: Any) -
     rel = np.swapaxes(rot[:-1], -1, -2) @ rot[1:]
     steps = np.degrees(np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
     assert steps.max() < 25.0, steps
+
+
+@pytest.mark.parametrize(("angle", "side"), [(math.pi, (0.0, 1.0)), (math.pi / 2, (-1.0, 0.0))])
+def test_the_pole_angle_turns_the_side_the_knee_bends_to(
+    clean: Any, angle: float, side: tuple[float, float]
+) -> None:
+    """The knee bends toward the pole (in front, -Y) turned by the goal's pole angle about the
+    line from the hip down to the target: half a turn behind the leg, a quarter turn to -X."""
+    ob = legs()
+    target = make_empty("Foot target", (0.1, -0.15, 0.3))
+    pole = make_empty("Knee pole", (0.1, -1.0, 0.5))
+    add_goal(ob, "foot.L", target, chain_length=3, pole_target=pole, pole_angle=angle)
+    assert solve(ob) == {"FINISHED"}
+    assert (tip(ob, "foot.L") - target.location).length < 1e-4
+    knee = tip(ob, "shin.L", use_tail=False)
+    offset = np.array([knee.x - 0.1, knee.y])
+    assert offset @ np.array(side) > 0.05, offset
+
+
+def test_an_imported_zigzag_leg_bends_as_blenders_ik_does(clean: Any) -> None:
+    """A hoofed hind leg (short thigh forward, shin back, long cannon forward: the hock is the
+    chain's middle joint) with a knee pole in front and the pole angle that keeps it as it is
+    at rest: Blender's IK turns the chain by the top bone's axes and the pole angle, and so
+    does the imported goal (its pole angle converted). Without the conversion the hock faced
+    the pole: every bone half a turn off Blender's. A 3-bone chain has more than one pose per
+    target, so a few degrees apart remain."""
+    ob = make_armature(
+        "Leg",
+        [
+            ("hip", (0.0, 0.0, 1.3), (0.0, 0.0, 1.0), None, False),
+            ("thigh", (0.0, 0.0, 1.0), (0.0, 0.12, 0.8), "hip", True),
+            ("shin", (0.0, 0.12, 0.8), (0.0, -0.15, 0.5), "thigh", True),
+            ("cannon", (0.0, -0.15, 0.5), (0.0, -0.08, 0.0), "shin", True),
+        ],
+    )
+    target, pole = make_empty("Target", (0.0, -0.08, 0.0)), make_empty("Pole", (0.0, 1.0, 0.6))
+    frames = 30
+    for frame in range(1, frames + 1):
+        a = 2.0 * math.pi * (frame - 1) / frames
+        target.location = (0.12 * math.sin(a), -0.08 + 0.05 * math.cos(a), 0.09 * (1 - math.cos(a)))
+        b = math.radians(35.0) * math.sin(a)
+        pole.location = (math.sin(b), math.cos(b), 0.6)
+        target.keyframe_insert("location", frame=frame)
+        pole.keyframe_insert("location", frame=frame)
+    ik = ob.pose.bones["cannon"].constraints.new("IK")
+    ik.target, ik.chain_count, ik.pole_target, ik.pole_angle = target, 3, pole, math.pi / 2
+    names = ("thigh", "shin", "cannon")
+
+    def orientations() -> np.ndarray:
+        out = []
+        for frame in range(1, frames + 1):
+            bpy.context.scene.frame_set(frame)
+            out.append([np.array(ob.pose.bones[n].matrix.to_3x3()) for n in names])
+        return np.array(out)
+
+    blender = orientations()
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
+    ours = orientations()
+    rel = np.swapaxes(blender, -1, -2) @ ours
+    angle = np.degrees(np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
+    assert angle.max() < 20.0, angle.max(axis=0)
+    assert angle.mean() < 10.0, angle.mean(axis=0)
+    for frame in (1, frames // 3):
+        bpy.context.scene.frame_set(frame)
+        assert (tip(ob, "cannon") - target.matrix_world.translation).length < 1e-4
