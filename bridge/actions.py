@@ -36,3 +36,27 @@ def new_action_for_bake(ob: Any) -> tuple[Any, Any | None]:
         if match is not None:
             ad.action_slot = match
     return action, source
+
+
+def shared_with(ob: Any) -> list[str]:
+    """The other objects that ``ob``'s action animates, as their action (through the same slot,
+    Blender 4.4+) or in an NLA strip: keys baked into it change their animation too."""
+    ad = ob.animation_data
+    action = ad.action if ad is not None else None
+    if action is None or action.users < 2:
+        return []
+    slot = getattr(ad, "action_slot", None)
+    out = []
+    for other in bpy.data.objects:
+        other_ad = other.animation_data
+        if other == ob or other_ad is None:
+            continue
+        uses = [(other_ad.action, getattr(other_ad, "action_slot", None))] + [
+            (strip.action, getattr(strip, "action_slot", None))
+            for track in other_ad.nla_tracks
+            for strip in track.strips
+        ]
+        # (with slots, only the same slot animates; an object with none assigned is not)
+        if any(a == action and (slot is None or s == slot) for a, s in uses):
+            out.append(other.name)
+    return out

@@ -296,6 +296,13 @@ def run_steps(
     t2 = time.perf_counter()
     model = solved.model
     channels = _channels(ob, solved)
+    writes_keys = keyframe if frames is None else not new_action
+    shared = actions.shared_with(ob) if writes_keys else []
+    if shared:
+        model.warnings.append(
+            f"action {ob.animation_data.action.name!r} also animates {', '.join(shared)}: the "
+            "keys written change it there too (New Action bakes into a copy)"
+        )
     if frames is None:
         write.set_pose_channels(ob, channels)
         keys = full_keys = write.write_keys(ob, channels, frame_list) if keyframe else 0

@@ -55,3 +55,38 @@ def test_lean_bake_into_a_new_action(rig: tuple[Any, Any]) -> None:
     assert ob.animation_data.action != source
     assert ob.jacobian_ik.last_keys < full
     assert all(len(fc.keyframe_points) == 20 for fc in fcurves(source, ob))
+
+
+def _share_action(ob: Any) -> Any:
+    """Another armature animated by ``ob``'s action (its slot too, Blender 4.4+)."""
+    from blender_helpers import chain_bones, make_armature
+
+    pb = ob.pose.bones["b0"]
+    pb.keyframe_insert("rotation_quaternion", frame=1)
+    other = make_armature("Crowd", chain_bones(4))
+    other.animation_data_create()
+    other.animation_data.action = ob.animation_data.action
+    slot = getattr(ob.animation_data, "action_slot", None)
+    if slot is not None:
+        other.animation_data.action_slot = slot
+    return other
+
+
+def test_a_bake_into_a_shared_action_names_who_else_it_animates(rig: tuple[Any, Any]) -> None:
+    """An action that animates another armature too (a crowd's shared action): the keys change
+    it there as well, said in the report; with New Action the other keeps its animation."""
+    from jacobian_ik.bridge import run
+
+    ob, _ = rig
+    other = _share_action(ob)
+    scene = bpy.context.scene
+    report = run(ob, scene, range(1, 21), view_layer=bpy.context.view_layer)
+    assert any("also animates Crowd" in w for w in report.warnings), report.warnings
+    scene.frame_set(10)
+    assert tuple(other.pose.bones["b3"].rotation_quaternion) != (1.0, 0.0, 0.0, 0.0)
+
+    again = _share_action(ob)  # a second crowd member, then a bake into a copy
+    report = run(ob, scene, range(1, 21), view_layer=bpy.context.view_layer, new_action=True)
+    assert not any("also animates" in w for w in report.warnings)
+    scene.frame_set(10)
+    assert ob.animation_data.action != again.animation_data.action
