@@ -306,6 +306,8 @@ def run_steps(
     if frames is None:
         write.set_pose_channels(ob, channels)
         keys = full_keys = write.write_keys(ob, channels, frame_list) if keyframe else 0
+        if keys:
+            ob.update_tag()  # (see below)
     else:
         if new_action:
             actions.new_action_for_bake(ob)
@@ -314,6 +316,9 @@ def run_steps(
             keys, full_keys = lean.keys, lean.full_keys
         else:
             keys = full_keys = write.write_keys(ob, channels, frame_list)
+        # keys written in bulk tag nothing: with NLA tracks the depsgraph kept evaluating the
+        # channels the action had before (the chain played the NLA's motion, 2.2 m off)
+        ob.update_tag()
         with suspended():
             scene.frame_set(original_frame)  # show the keyed pose
     t3 = time.perf_counter()

@@ -208,3 +208,24 @@ def test_the_report_says_why_a_goal_is_not_met(clean: Any, capsys: Any) -> None:
     assert "goal 2" not in text
     goals = report.summary()["goals"]
     assert goals["1:b2"]["frames_out_of_reach"] == out and goals["2:c2"]["frames_met"] == 10
+
+
+def test_a_bake_over_nla_tracks_plays_back_its_keys(rig: tuple[Any, Any]) -> None:
+    """The chain's bones animated by an NLA strip (a walk pushed down), a fresh action on top:
+    the baked keys play back (they override the strip). The keys are written in bulk, which
+    tags nothing: the depsgraph kept evaluating the channels the action had before, and the
+    chain played the strip's motion, 2.2 m off the target, until something else tagged it."""
+    import math
+
+    ob, target = rig
+    for name in ("b1", "b2"):
+        pb = ob.pose.bones[name]
+        pb.rotation_quaternion = (math.cos(0.3), math.sin(0.3), 0.0, 0.0)
+        pb.keyframe_insert("rotation_quaternion", frame=1)
+    ad = ob.animation_data
+    ad.nla_tracks.new().strips.new("walk", 1, ad.action)
+    ad.action = bpy.data.actions.new("Baked")
+    assert bake(ob, frame_start=1, frame_end=20) == {"FINISHED"}
+    for frame in (1, 10, 20):
+        bpy.context.scene.frame_set(frame)
+        assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4, frame
