@@ -148,6 +148,13 @@ def tweak_pushed_down(ob: Any) -> None:
     assert ad.use_tweak_mode
 
 
+def blend_over_nla(ob: Any, blend: str, influence: float) -> None:
+    """The rig's NLA strip unmuted, the action blended over it."""
+    ob.animation_data.nla_tracks["Layer"].strips["Strip"].mute = False
+    ob.animation_data.action_blend_type = blend
+    ob.animation_data.action_influence = influence
+
+
 def exclude_collection_of(target: Any) -> None:
     """``target`` moved into a new collection, excluded from the view layer."""
     col = bpy.data.collections.new("Targets")
@@ -191,6 +198,9 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("armature disabled", lambda ob, t: setattr(ob, "hide_viewport", True), "armature 'Arm' is"),
     # keys written at the scene's frames into an action played at the strip's (1.5 m off)
     ("NLA tweak mode", lambda ob, t: tweak_pushed_down(ob), "is in tweak mode"),
+    # keys mixed with the strips' motion on playback (1.1-2.1 m off)
+    ("action at half influence", lambda ob, t: blend_over_nla(ob, "REPLACE", 0.5), "blends with"),
+    ("action added to the NLA", lambda ob, t: blend_over_nla(ob, "ADD", 1.0), "Add at influence"),
     # its pose is not evaluated: the chains were solved against the rest pose (1.7 m off)
     (
         "armature in Rest Position",
