@@ -189,6 +189,25 @@ def test_imported_constraint_keeps_its_bone_pole_and_bakes_toward_it(clean: Any)
     assert sides[0] != sides[1]  # the pole crossed from one side of the leg to the other
 
 
+def angles_from_blenders_ik(ob: Any, names: tuple[str, ...], frames: int) -> np.ndarray:
+    """(frames, bones) degrees between the bones' orientations as Blender's IK poses them over
+    frames 1..``frames`` and as ours bakes them (its IK constraints imported)."""
+
+    def orientations() -> np.ndarray:
+        out = []
+        for frame in range(1, frames + 1):
+            bpy.context.scene.frame_set(frame)
+            out.append([np.array(ob.pose.bones[n].matrix.to_3x3()) for n in names])
+        return np.array(out)
+
+    blender = orientations()
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
+    rel = np.swapaxes(blender, -1, -2) @ orientations()
+    return np.degrees(np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
+
+
 def test_a_swinging_pole_turns_the_chain_as_blenders_ik_does(clean: Any) -> None:
     """A leg bent forward at rest whose pole swings from one side of it to the other: Blender's
     IK turns the whole chain with the plane the pole sets (its pole angle the one that puts
@@ -215,21 +234,7 @@ def test_a_swinging_pole_turns_the_chain_as_blenders_ik_does(clean: Any) -> None
     ik = ob.pose.bones["shin"].constraints.new("IK")
     ik.target, ik.chain_count, ik.pole_target, ik.pole_angle = target, 2, pole, -math.pi / 2
 
-    def orientations() -> np.ndarray:
-        out = []
-        for frame in range(1, frames + 1):
-            bpy.context.scene.frame_set(frame)
-            bones = (ob.pose.bones["thigh"], ob.pose.bones["shin"])
-            out.append([np.array(b.matrix.to_3x3()) for b in bones])
-        return np.array(out)
-
-    blender = orientations()
-    with override(ob):
-        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
-        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
-    ours = orientations()
-    rel = np.swapaxes(blender, -1, -2) @ ours
-    angle = np.degrees(np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
+    angle = angles_from_blenders_ik(ob, ("thigh", "shin"), frames)
     assert angle.max() < 8.0, angle.max(axis=0)
     assert angle.mean() < 3.0, angle.mean(axis=0)
     for frame in (1, frames // 4, frames // 2):
@@ -318,22 +323,7 @@ def test_an_imported_zigzag_leg_bends_as_blenders_ik_does(clean: Any) -> None:
         pole.keyframe_insert("location", frame=frame)
     ik = ob.pose.bones["cannon"].constraints.new("IK")
     ik.target, ik.chain_count, ik.pole_target, ik.pole_angle = target, 3, pole, math.pi / 2
-    names = ("thigh", "shin", "cannon")
-
-    def orientations() -> np.ndarray:
-        out = []
-        for frame in range(1, frames + 1):
-            bpy.context.scene.frame_set(frame)
-            out.append([np.array(ob.pose.bones[n].matrix.to_3x3()) for n in names])
-        return np.array(out)
-
-    blender = orientations()
-    with override(ob):
-        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
-        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
-    ours = orientations()
-    rel = np.swapaxes(blender, -1, -2) @ ours
-    angle = np.degrees(np.arccos(np.clip((np.trace(rel, axis1=-2, axis2=-1) - 1) / 2, -1, 1)))
+    angle = angles_from_blenders_ik(ob, ("thigh", "shin", "cannon"), frames)
     assert angle.max() < 20.0, angle.max(axis=0)
     assert angle.mean() < 10.0, angle.mean(axis=0)
     for frame in (1, frames // 3):

