@@ -25,7 +25,7 @@ import numpy as np
 
 from tests.rigs.scenes import build_zoo as build
 from tests.rigs.scenes import zoo_spec as spec_of
-from tests.rigs.zoo_rigs import KINDS, ZooRig, zoo
+from tests.rigs.zoo_rigs import GENERATORS, KINDS, ZooRig, zoo
 
 from . import blender
 from .playback import Playback, playback
@@ -346,9 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     only = tuple(int(i) for i in args.only.split(",") if i.strip())
     if any(not 0 <= i < args.count for i in only):
         parser.error(f"--only: indices from 0 to {args.count - 1}")
-    unknown = set(kinds) - set(KINDS)
+    unknown = set(kinds) - set(GENERATORS)
     if unknown:
-        parser.error(f"unknown kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+        parser.error(f"unknown kinds {sorted(unknown)}; known: {', '.join(GENERATORS)}")
     command = "python -m benchmarks.zoo " + shlex.join(sys.argv[1:] if argv is None else argv)
     # Blender prints (bake progress, reports) go to file descriptor 1: onto stderr while running,
     # so that stdout holds only the table or the JSON

@@ -9,7 +9,8 @@ Kinds, in the order ``--count`` cycles through them:
 - **quadruped**: a spine from the pelvis, four 3-bone legs, a 4-6 bone tail and a neck, goals
   on the four feet, the tail tip and the head.
 - **spider**: a body with 6-8 legs of 3-4 bones radiating out, one goal per foot.
-- **tentacle**: one chain of 20-40 bones, slightly curled, one goal at its tip (chain to root).
+- **tentacle**: one chain of 20-40 bones, slightly curled, one goal at its tip (chain to root);
+  ``long_tentacle`` (50-100 bones) only when asked for (``--kinds long_tentacle``).
 - **tree**: double-Y-like: a 2-3 bone trunk branching into two arms, each into two fingers of
   2-3 bones; one goal per fingertip with chain to the root (the chains share the trunk).
 
@@ -248,12 +249,18 @@ def tree(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
     return ZooRig(name, "tree", bones, goals, seed, desc, {"trunk": n_trunk, "finger": n_finger})
 
 
+def long_tentacle(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
+    """A tentacle of 50-100 bones (``--kinds long_tentacle``; not in the default cycle)."""
+    return tentacle(rng, name, seed, int(rng.integers(50, 101)))
+
+
 GENERATORS = {
     "humanoid": humanoid,
     "quadruped": quadruped,
     "spider": spider,
     "tentacle": tentacle,
     "tree": tree,
+    "long_tentacle": long_tentacle,
 }
 
 
