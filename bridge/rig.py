@@ -320,6 +320,17 @@ def _check_cycles(ob: Any, goals: list[tuple[int, Any]], moved: set[str]) -> Non
                 bone = target.parent_bone
             target = target.parent
         if bone in moved:
+            b = ob.data.bones[bone]
+            line = {b.name, *(a.name for a in b.parent_recursive)}
+            movers = [(j, h) for j, h in goals if line & set(chain_names(ob, h))]
+            if movers and all(j != i for j, _ in movers):
+                # its target is set by another goal's result: Blender solves that IK first
+                raise RigError(
+                    f"{goal_label(i, g)}: target bone {bone!r} follows the chain of "
+                    f"{goal_label(*movers[0])}: one IK's target set by another IK's result "
+                    "(a cascade, as in Rigify's paws and hooves) is not supported; turn one of "
+                    "them off (on a Rigify rig, Bake Rigify FK from IK keys the FK controls)"
+                )
             raise RigError(
                 f"{goal_label(i, g)}: target bone {bone!r} moves with the solved chains "
                 "(a cycle): pick a bone outside the chains, e.g. a control bone"

@@ -179,6 +179,11 @@ BAD: list[tuple[str, Callable[[Any, Any], Any], str]] = [
         lambda ob, t: set_target_bone(ob, parented_empty(ob, "b1"), ""),
         "a cycle",
     ),
+    (  # one goal's target set by another's result (Rigify's paws): not a cycle, not solved
+        "cascade: target on another goal's chain",
+        lambda ob, t: add_goal(ob, "ctrl", ob, chain_length=1, target_bone="b2"),
+        "target bone 'b2' follows the chain of goal 1 \\(b3\\)",
+    ),
     (
         "cyclic: constraint to a chain bone",
         lambda ob, t: constrain_to(t, ob, "b2"),
