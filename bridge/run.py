@@ -295,30 +295,9 @@ def run_steps(
                 scene.frame_set(original_frame)
     t2 = time.perf_counter()
     model = solved.model
-    channels = _channels(ob, solved)
-    writes_keys = keyframe if frames is None else not new_action
-    shared = actions.shared_with(ob) if writes_keys else []
-    if shared:
-        model.warnings.append(
-            f"action {ob.animation_data.action.name!r} also animates {', '.join(shared)}: the "
-            "keys written change it there too (New Action bakes into a copy)"
-        )
-    if frames is None:
-        write.set_pose_channels(ob, channels)
-        keys = full_keys = write.write_keys(ob, channels, frame_list) if keyframe else 0
-        if keys:
-            ob.update_tag()  # (see below)
-    else:
-        if new_action:
-            actions.new_action_for_bake(ob)
-        if reduce_keys:
-            lean = _write_lean(ob, channels, frame_list, solved, key_tolerance, position_tolerance)
-            keys, full_keys = lean.keys, lean.full_keys
-        else:
-            keys = full_keys = write.write_keys(ob, channels, frame_list)
-        # keys written in bulk tag nothing: with NLA tracks the depsgraph kept evaluating the
-        # channels the action had before (the chain played the NLA's motion, 2.2 m off)
-        ob.update_tag()
+    lean = (key_tolerance, position_tolerance) if reduce_keys else None
+    keys, full_keys = _write(ob, solved, frame_list, frames is not None, keyframe, new_action, lean)
+    if frames is not None:
         with suspended():
             scene.frame_set(original_frame)  # show the keyed pose
     t3 = time.perf_counter()
@@ -346,6 +325,44 @@ def run_steps(
     )
     store_results(ob, model, report)
     return report
+
+
+def _write(
+    ob: Any,
+    solved: _Solved,
+    frame_list: list[int],
+    bake: bool,
+    keyframe: bool,
+    new_action: bool,
+    lean: tuple[float, float] | None,
+) -> tuple[int, int]:
+    """Write the solved rotations: one frame's pose (keyed with ``keyframe``), or a bake's keys
+    (into a copy of the action with ``new_action``; only the keys needed with ``lean``, the
+    key and position tolerances); (keys written, keys of a full bake). An action that animates
+    other objects too is named in the warnings. Keys written in bulk tag nothing, so the
+    armature is tagged: with NLA tracks the depsgraph kept evaluating the channels the action
+    had before (a bake over a pushed-down walk played the walk back, 2.2 m off)."""
+    channels = _channels(ob, solved)
+    shared = actions.shared_with(ob) if (not new_action if bake else keyframe) else []
+    if shared:
+        solved.model.warnings.append(
+            f"action {ob.animation_data.action.name!r} also animates {', '.join(shared)}: the "
+            "keys written change it there too (New Action bakes into a copy)"
+        )
+    if not bake:
+        write.set_pose_channels(ob, channels)
+        keys = full_keys = write.write_keys(ob, channels, frame_list) if keyframe else 0
+    else:
+        if new_action:
+            actions.new_action_for_bake(ob)
+        if lean is not None:
+            out = _write_lean(ob, channels, frame_list, solved, *lean)
+            keys, full_keys = out.keys, out.full_keys
+        else:
+            keys = full_keys = write.write_keys(ob, channels, frame_list)
+    if keys:
+        ob.update_tag()
+    return keys, full_keys
 
 
 def _frames(
