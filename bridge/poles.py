@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Pose, Skeleton
 from ..solvers.so3 import exp_so3
-from .rig import RigModel, chain_length, goal_label, pole_position
+from .rig import RigModel, chain_length, chain_names, goal_label, pole_position
 
 Array = NDArray[np.float64]
 
@@ -110,18 +110,16 @@ def bend_direction(heads: Array, k: int, effector: Array) -> Array:
     return np.asarray(knee - np.einsum("...i,...i->...", knee, line)[..., None] * line)
 
 
-def blender_pole_angle(ob: Any, bone: str, chain_length: int, tail: bool, angle: float) -> float:
-    """The ``pole_angle`` of a goal that bends its chain as Blender's IK constraint with pole
-    angle ``angle`` does. Blender turns the chain so that the top bone's X axis turned by the
-    pole angle about its Y axis (X cos a + Z sin a, across the line from the chain's base to
-    its effector) points at the pole (intern/iksolver IK_QJacobianSolver::ConstrainPoleVector);
-    we turn the middle joint's bend toward the pole turned by ``pole_angle``, so it is the
-    angle from Blender's direction to the bend at rest, about that line. 0 when either is
-    undefined (a straight chain)."""
-    bones = ob.data.bones
-    chain = [bones[bone]]
-    while chain[-1].parent is not None and (chain_length == 0 or len(chain) < chain_length):
-        chain.append(chain[-1].parent)
+def blender_pole_angle(ob: Any, goal: Any, angle: float) -> float:
+    """The ``pole_angle`` of ``goal`` (its bone, chain and use_tail set) that bends its chain as
+    Blender's IK constraint with pole angle ``angle`` does. Blender turns the chain so that the
+    top bone's X axis turned by the pole angle about its Y axis (X cos a + Z sin a, across the
+    line from the chain's base to its effector) points at the pole (intern/iksolver
+    IK_QJacobianSolver::ConstrainPoleVector); we turn the middle joint's bend toward the pole
+    turned by ``pole_angle``, so it is the angle from Blender's direction to the bend at rest,
+    about that line. 0 when either is undefined (a straight chain)."""
+    tail = bool(goal.use_tail)
+    chain = [ob.data.bones[n] for n in chain_names(ob, goal)]
     heads = np.array([b.head_local for b in chain], dtype=float)
     parents = [b.parent.head_local if b.parent is not None else (0, 0, 0) for b in chain]
     steps = [float(np.linalg.norm(h - np.array(p))) for h, p in zip(heads, parents, strict=True)]

@@ -198,9 +198,7 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                     bone = con.pole_subtarget if pole.type == "ARMATURE" else ""
                     goal.pole_target_bone = bone
                     # the side the chain bends to, as Blender's pole angle sets it
-                    goal.pole_angle = poles.blender_pole_angle(
-                        ob, pbone.name, con.chain_count, con.use_tail, con.pole_angle
-                    )
+                    goal.pole_angle = poles.blender_pole_angle(ob, goal, con.pole_angle)
                 stash.stash(con, pbone.name, index, goal.stash)
                 converted.append((pbone, con))
         # removed after the loop: the stack indexes kept above are the original ones
