@@ -833,10 +833,16 @@ def target_orientations(m: Array) -> Array:
     return nearest_rotation(unmirror(m))
 
 
+CHANNELS_TOLERANCE = 1e-5
+"""A fixed bone whose transform relative to its parent is its channels' (``matrix_basis``) to
+within this (times 1 + their largest entry) starts from its channels (``_start_pose``)."""
+
+
 def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array, Pose]:
     """The bones' local transforms (F, B, 4, 4) and the start pose: chain bones from their
     channels (``basis``), the others from their evaluated matrices relative to their parents'
-    (scale in both, rotations without it; connected bones have no location)."""
+    where a constraint or their inheritance makes those differ from their channels, else from
+    their channels (scale in both, rotations without it; connected bones have no location)."""
     n_frames, n_bones = basis.shape[:2]
     free = np.zeros(n_bones, dtype=bool)
     free[model.free] = True
@@ -847,7 +853,15 @@ def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array,
         parent_frame = np.broadcast_to(model.rest[fixed], shape).copy()
         up = model.parents[fixed] >= 0
         parent_frame[:, up] = evaluated[:, model.parents[fixed[up]]] @ model.rest[fixed[up]]
-        local[:, fixed] = affine_inverse(parent_frame) @ evaluated[:, fixed]
+        derived = affine_inverse(parent_frame) @ evaluated[:, fixed]
+        # where nothing but the channels set the bone (no constraint or inheritance mode
+        # changes it), the channels themselves: the evaluated matrices carry float32 round-off
+        # of the parents' pose, so the same channels read under another pose of the chains
+        # above (a bake's own keys) would start the solve 1e-8 elsewhere
+        own = basis[:, fixed]
+        scale = 1.0 + np.abs(own[..., :3, :]).max(axis=(-1, -2))
+        close = np.abs(derived - own).max(axis=(-1, -2)) <= CHANNELS_TOLERANCE * scale
+        local[:, fixed] = np.where(close[..., None, None], own, derived)
     rot = nearest_rotation(local[..., :3, :3])
     loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
     return local, Pose(rot, loc, np.zeros((n_frames, n_bones)))
