@@ -420,7 +420,7 @@ class _Reducer:
         self.curves: list[_Curve] = []
         self.of_channel: list[list[int]] = []
         for k, ch in enumerate(channels):
-            path = f'pose.bones["{bpy.utils.escape_identifier(ch.bone)}"].{ch.attr}'
+            path = write.channel_path(ch.bone, ch.attr)
             self.of_channel.append([])
             for i in range(ch.values.shape[1]):
                 fcurve = write.ensure_fcurve(ob, action, path, i, ch.bone)

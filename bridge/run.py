@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, flips, solve
 from ..solvers.smooth import smooth as smooth_jitter
-from . import actions, full_body, limits, poles, reduce, rig, write
+from . import actions, full_body, limits, poles, reduce, rig, starts, write
 from .errors import Cancelled, RigError
 from .settings import solver_settings
 from .suspend import suspended
@@ -165,6 +165,7 @@ def solve_frames(
     last_pose: Pose | None = None,
     resume: dict[str, Any] | None = None,
     live: LiveHooks | None = None,
+    recalled: starts.Recalled | None = None,
 ) -> tuple[rig.FrameData, Goals, SolveResult, float]:
     """Read ``frames`` (``evaluate`` moves the scene to each) and solve them in one call: the
     data read, the goals solved, the result and when the reading ended (perf_counter).
@@ -172,13 +173,17 @@ def solve_frames(
     Converge mode starts every frame from its read pose (chains with a pole from their rest
     pose); track mode starts from ``last_pose``'s last frame when given, with the method's
     state ``resume`` carried on, so chunks equal one solve. ``live``: see ``LiveHooks``.
-    Raises IKError."""
+    ``recalled``: where the chain bones' channels hold an earlier bake's keys, the poses that
+    bake started from (bridge/starts.py). Raises IKError."""
     model, reader = prepared.model, prepared.poles
     dg = None if live is None else live.depsgraph
     data = rig.read_frames(ob, model, frames, reader.wrap(evaluate, dg), depsgraph=dg)
     if data.unscale is not None and reader.poles:  # the poles' targets in the unscaled model
         reader.unscale(data.unscale[:, len(model.goals) :])
     goals = reader.goals(data.goals, len(frames))
+    if recalled is not None:
+        free_names = [model.names[b] for b in model.free]
+        recalled.apply(free_names, list(model.free), list(frames), data.pose.rotations)
     if live is not None:
         live.start(data, goals)
     if settings.mode == "converge":
@@ -360,6 +365,10 @@ def _write(
             keys, full_keys = out.keys, out.full_keys
         else:
             keys = full_keys = write.write_keys(ob, channels, frame_list)
+        if keys and solved.starts is not None:
+            starts.record(
+                ob, solved.recalled, solved.free_names, frame_list, solved.starts, solved.seeds
+            )
     if keys:
         ob.update_tag()
     return keys, full_keys
@@ -413,6 +422,10 @@ class _Solved:
     # scaled: ``rig.FrameData.error_scale``; 1 when none is)
     error_scale: float = 1.0
     goal_status: NDArray[np.str_] | None = None  # (F, E) the goals' (``RunReport``)
+    # the records of an earlier bake that held, and the chain bones' start rotations (F, free,
+    # 3, 3) of this one, None when too many to keep (bridge/starts.py)
+    recalled: starts.Recalled = field(default_factory=starts.Recalled)
+    starts: Array | None = None
 
 
 def _solve_chunks(
@@ -438,7 +451,8 @@ def _solve_chunks(
     free_names = [model.names[b] for b in model.free]
     with suspended():
         rig.check_target_dependence(ob, free_names, update)
-    seeds = write.current_rotations(ob, free_names)
+    recalled = starts.Recalled.load(ob, free_names)  # an earlier bake's starts, still valid
+    seeds = recalled.seeds(free_names, write.current_rotations(ob, free_names))
     stretched = limits.stretch_bones(model)
     read_time += time.perf_counter() - t0
     chunks: list[tuple[rig.FrameData, Goals, SolveResult]] = []
@@ -447,7 +461,14 @@ def _solve_chunks(
         chunk = frame_list[first : first + CHUNK_FRAMES]
         try:
             data, goals, result, t1 = solve_frames(
-                ob, prepared, chunk, evaluate, settings, last_pose=last_pose, resume=resume
+                ob,
+                prepared,
+                chunk,
+                evaluate,
+                settings,
+                last_pose=last_pose,
+                resume=resume,
+                recalled=recalled,
             )
         except IKError as exc:
             raise RigError(f"solver: {exc}") from exc
@@ -463,9 +484,6 @@ def _solve_chunks(
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     solve_time += time.perf_counter() - t1
-    rotations, position_error, rotation_error, iterations, success, extra, body_parts = _gather(
-        model, chunks, results, stretched, reduce_keys
-    )
     n_goals = len(model.goals)
     scales = [
         float(d.error_scale[:, :n_goals].max()) for d, _, _ in chunks if d.error_scale is not None
@@ -475,18 +493,24 @@ def _solve_chunks(
         free_names,
         seeds,
         stretched,
-        rotations,
-        position_error,
-        rotation_error,
-        iterations,
-        success,
-        extra,
-        body_parts,
+        *_gather(model, chunks, results, stretched, reduce_keys),
         read_time,
         solve_time,
         max(scales, default=1.0),
         _statuses(results, n_goals),
+        recalled,
+        _started(model, chunks),
     )
+
+
+def _started(
+    model: rig.RigModel, chunks: list[tuple[rig.FrameData, Goals, SolveResult]]
+) -> Array | None:
+    """The chain bones' start rotations (F, free, 3, 3) of every chunk, for ``starts.record``;
+    None when there are more than it keeps."""
+    if sum(len(d.frames) for d, _, _ in chunks) * len(model.free) * 9 > starts.MAX_VALUES:
+        return None
+    return np.concatenate([d.pose.rotations[:, model.free] for d, _, _ in chunks])
 
 
 def _statuses(results: list[SolveResult], n_goals: int) -> NDArray[np.str_] | None:
@@ -502,7 +526,15 @@ def _gather(
     results: list[SolveResult],
     stretched: list[int],
     reduce_keys: bool,
-) -> tuple[Any, ...]:
+) -> tuple[
+    Array,
+    Array,
+    Array,
+    NDArray[np.int64],
+    NDArray[np.bool_],
+    list[tuple[Array, Pose | None, Array | None]],
+    list[tuple[Array, Array | None]],
+]:
     """The chunks' results joined: rotations of the free bones, position and rotation errors
     of the goals, iterations, success; per chunk what the writer needs besides (stretch, the
     read pose and base for lean keys) and the root's path and balance."""
@@ -531,8 +563,10 @@ def _gather(
                 np.asarray(goals.base, dtype=np.float64) if reduce_keys else None,
             )
         )
-    joined = (np.concatenate(parts) for parts in zip(*pieces, strict=True))
-    return (*joined, extra, body_parts)
+    rotations, position, rotation, iterations, success = (
+        np.concatenate(parts) for parts in zip(*pieces, strict=True)
+    )
+    return rotations, position, rotation, iterations, success, extra, body_parts
 
 
 def _repair_flips(

@@ -37,6 +37,11 @@ def rotation_attr(rotation_mode: str) -> str:
     return "rotation_euler"
 
 
+def channel_path(bone: str, attr: str) -> str:
+    """The data path of pose bone ``bone``'s property ``attr``."""
+    return f'pose.bones["{bpy.utils.escape_identifier(bone)}"].{attr}'
+
+
 def current_rotations(ob: Any, names: list[str]) -> list[Array]:
     """Each bone's current rotation property value (the seed for continuity)."""
     pbones = ob.pose.bones
@@ -199,7 +204,7 @@ def write_keys(ob: Any, channels: list[Channel], frames: list[int]) -> int:
     interpolation = _interpolation_value()
     written = 0
     for ch in channels:
-        path = f'pose.bones["{bpy.utils.escape_identifier(ch.bone)}"].{ch.attr}'
+        path = channel_path(ch.bone, ch.attr)
         for i in range(ch.values.shape[1]):
             fcurve = ensure_fcurve(ob, action, path, i, ch.bone)
             replace_keys(fcurve, x, ch.values[:, i], interpolation)
