@@ -2,7 +2,8 @@
 
 ``new_action_for_bake(ob)`` copies the armature's current action (all its channels, so the
 new action plays back on its own exactly like the source plus the baked chains) as
-``"<action>_jik"`` (``"<object>_jik"`` when there is none: a new empty action), assigns the
+``"<action>_jik"`` (``"<object>_jik"`` when there is none: a new empty action; a copy baked
+again gets Blender's numbering, ``"<action>_jik.001"``), assigns the
 copy to the armature and gives the source a fake user, so it is kept in the file even with no
 other user: both can be compared, or mixed in the NLA (push either one down to a track).
 """
@@ -16,6 +17,15 @@ import bpy
 SUFFIX = "_jik"
 
 
+def base_name(name: str) -> str:
+    """``name`` without the suffix of an earlier bake's copy (``"Walk_jik.002"`` -> ``"Walk"``),
+    so baking a copy into a new action again gives ``Walk_jik.003``, not ``Walk_jik.002_jik``."""
+    stem, dot, number = name.rpartition(".")
+    if dot and number.isdigit() and stem.endswith(SUFFIX):
+        name = stem
+    return name.removesuffix(SUFFIX)
+
+
 def new_action_for_bake(ob: Any) -> tuple[Any, Any | None]:
     """Assign a new action to ``ob`` for a bake; returns (new action, source action or None)."""
     if ob.animation_data is None:
@@ -27,7 +37,7 @@ def new_action_for_bake(ob: Any) -> tuple[Any, Any | None]:
     else:
         slot = getattr(ad, "action_slot", None)
         action = source.copy()
-        action.name = f"{source.name}{SUFFIX}"
+        action.name = f"{base_name(source.name)}{SUFFIX}"  # Blender numbers repeats: .001
         source.use_fake_user = True
     ad.action = action
     if source is not None and slot is not None and hasattr(action, "slots"):

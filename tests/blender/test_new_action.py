@@ -37,6 +37,20 @@ def test_bake_into_a_new_action_keeps_the_source(rig: tuple[Any, Any]) -> None:
         assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4
 
 
+def test_new_action_from_a_copy_is_numbered(rig: tuple[Any, Any]) -> None:
+    """Baking the copy into a new action again: ``<action>_jik.001``, then ``.002`` (they were
+    ``<action>_jik_jik``, ``<action>_jik_jik_jik``)."""
+    ob, _ = rig
+    with override(ob):
+        bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=5)
+        source = ob.animation_data.action.name
+        names = []
+        for _ in range(3):
+            bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=5, new_action=True)
+            names.append(ob.animation_data.action.name)
+    assert names == [f"{source}_jik", f"{source}_jik.001", f"{source}_jik.002"]
+
+
 def test_new_action_without_a_source(rig: tuple[Any, Any]) -> None:
     ob, _ = rig
     with override(ob):
