@@ -183,7 +183,7 @@ def solve_frames(
     goals = reader.goals(data.goals, len(frames))
     if recalled is not None:
         free_names = [model.names[b] for b in model.free]
-        recalled.apply(free_names, list(model.free), list(frames), data.pose.rotations)
+        recalled.apply(free_names, list(model.free), list(frames), data.pose)
     if live is not None:
         live.start(data, goals)
     if settings.mode == "converge":
@@ -366,8 +366,16 @@ def _write(
         else:
             keys = full_keys = write.write_keys(ob, channels, frame_list)
         if keys and solved.starts is not None:
+            model = solved.model
+            moved = {model.names[model.root]} if model.root >= 0 else set()
             starts.record(
-                ob, solved.recalled, solved.free_names, frame_list, solved.starts, solved.seeds
+                ob,
+                solved.recalled,
+                solved.free_names,
+                frame_list,
+                solved.starts,
+                solved.seeds,
+                moved,
             )
     if keys:
         ob.update_tag()
@@ -422,10 +430,10 @@ class _Solved:
     # scaled: ``rig.FrameData.error_scale``; 1 when none is)
     error_scale: float = 1.0
     goal_status: NDArray[np.str_] | None = None  # (F, E) the goals' (``RunReport``)
-    # the records of an earlier bake that held, and the chain bones' start rotations (F, free,
-    # 3, 3) of this one, None when too many to keep (bridge/starts.py)
+    # the records of an earlier bake that held, and the chain bones' start pose (F, free) of
+    # this one, None when too many to keep (bridge/starts.py)
     recalled: starts.Recalled = field(default_factory=starts.Recalled)
-    starts: Array | None = None
+    starts: Pose | None = None
 
 
 def _solve_chunks(
@@ -505,12 +513,18 @@ def _solve_chunks(
 
 def _started(
     model: rig.RigModel, chunks: list[tuple[rig.FrameData, Goals, SolveResult]]
-) -> Array | None:
-    """The chain bones' start rotations (F, free, 3, 3) of every chunk, for ``starts.record``;
-    None when there are more than it keeps."""
+) -> Pose | None:
+    """The chain bones' start pose (F, free) of every chunk, for ``starts.record``; None when
+    there are more than it keeps."""
     if sum(len(d.frames) for d, _, _ in chunks) * len(model.free) * 9 > starts.MAX_VALUES:
         return None
-    return np.concatenate([d.pose.rotations[:, model.free] for d, _, _ in chunks])
+    free = model.free
+    return flips.join_poses(
+        [
+            Pose(d.pose.rotations[:, free], d.pose.locations[:, free], d.pose.stretch[:, free])
+            for d, _, _ in chunks
+        ]
+    )
 
 
 def _statuses(results: list[SolveResult], n_goals: int) -> NDArray[np.str_] | None:

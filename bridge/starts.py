@@ -9,11 +9,12 @@ bones up to 0.49 m apart between two bakes of the same file, and still 0.13 m af
 fourth). A bake's keys would depend on how often it had been baked before.
 
 So a bake keeps, in the action it keys (an ID property, ``KEY``), per chain bone the rotations
-its frames started from, the seed its keys were made continuous with, and a digest of the keys
-it wrote. The next bake uses them in place of what it reads wherever the bone's keys are still
-exactly those (``Recalled``): a bake's keys depend on the animation before any bake, the targets
-and the settings, not on earlier bakes. A bone whose baked keys were edited since (by hand, by
-Live, by a Solve that keyed) starts from its channels again, as do frames no bake covered.
+its frames started from (and the locations of a root it moves, ``move_root``), the seed its keys
+were made continuous with, and a digest of the keys it wrote. The next bake uses them in place
+of what it reads wherever the bone's keys are still exactly those (``Recalled``): a bake's keys
+depend on the animation before any bake, the targets and the settings, not on earlier bakes. A
+bone whose baked keys were edited since (by hand, by Live, by a Solve that keyed) starts from
+its channels again, as do frames no bake covered.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..solvers import Pose
 from .write import channel_path, object_fcurves, rotation_attr
 
 Array = NDArray[np.float64]
@@ -41,16 +43,17 @@ def _slot_key(ob: Any) -> str:
     return "" if slot is None else str(slot.identifier)
 
 
-def _digests(ob: Any, spans: dict[str, tuple[str, float, float]]) -> dict[str, str]:
-    """Per bone of ``spans`` (bone: its rotation property, first and last frame), a digest of
-    its F-curves' keys inside [first, last] (frames and values), curve by curve."""
+def _digests(ob: Any, spans: dict[str, tuple[tuple[str, ...], float, float]]) -> dict[str, str]:
+    """Per bone of ``spans`` (bone: the properties the bake keyed, first and last frame), a
+    digest of their F-curves' keys inside [first, last] (frames and values), curve by curve."""
     curves: dict[str, list[Any]] = {}
     for fc in object_fcurves(ob):
         curves.setdefault(fc.data_path, []).append(fc)
     out = {}
-    for bone, (attr, first, last) in spans.items():
+    for bone, (attrs, first, last) in spans.items():
         h = hashlib.blake2b(digest_size=16)
-        for fc in sorted(curves.get(channel_path(bone, attr), []), key=lambda c: c.array_index):
+        keyed = [fc for attr in attrs for fc in curves.get(channel_path(bone, attr), [])]
+        for fc in sorted(keyed, key=lambda c: (c.data_path, c.array_index)):
             co = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
             fc.keyframe_points.foreach_get("co", co)
             inside = np.repeat((co[0::2] >= first - 1e-3) & (co[0::2] <= last + 1e-3), 2)
@@ -62,10 +65,12 @@ def _digests(ob: Any, spans: dict[str, tuple[str, float, float]]) -> dict[str, s
 
 @dataclass
 class _Bone:
-    """One bone's record: its start rotations by frame and its seed."""
+    """One bone's record: its start rotations (and, for a root the bake moves, locations) by
+    frame and its seed."""
 
     frames: NDArray[np.int64]  # (N,) sorted
     rotations: Array  # (N, 3, 3)
+    locations: Array | None  # (N, 3)
     seed: Array
 
 
@@ -92,28 +97,23 @@ class Recalled:
             pb = pbones.get(name)
             if rec is not None and pb is not None and rec["mode"] == pb.rotation_mode:
                 found[name] = rec
-        spans = {
-            name: (rotation_attr(rec["mode"]), rec["frames"][0], rec["frames"][-1])
-            for name, rec in found.items()
-            if len(rec["frames"])
-        }
+        spans = {name: _span(rec) for name, rec in found.items() if len(rec["frames"])}
         digests = _digests(ob, spans)
         for name in spans:
             rec = found[name]
             if rec["digest"] != digests[name]:
                 continue  # its keys were changed since
             rows = np.asarray(rec["rows"], dtype=np.intp)
-            table = np.asarray(rec["rotations"], dtype=np.float64).reshape(-1, 3, 3)
+            table = np.asarray(rec["starts"], dtype=np.float64).reshape(-1, rec["width"])
             frames = np.asarray(rec["frames"], dtype=np.int64)
             seed = np.asarray(rec["seed"], dtype=np.float64)
-            out.bones[name] = _Bone(frames, table[rows], seed)
+            moved = table[rows, 9:] if rec["width"] == 12 else None
+            out.bones[name] = _Bone(frames, table[rows, :9].reshape(-1, 3, 3), moved, seed)
         return out
 
-    def apply(
-        self, names: list[str], bones: list[int], frames: list[int], rotations: Array
-    ) -> None:
-        """In place: the start rotations (F, B, 3, 3) of bones ``names`` (at ``bones``) at
-        ``frames`` from the records, where a record covers the frame."""
+    def apply(self, names: list[str], bones: list[int], frames: list[int], pose: Pose) -> None:
+        """In place: the start pose (F frames) of bones ``names`` (at ``bones``) at ``frames``
+        from the records, where a record covers the frame."""
         want = np.asarray(frames, dtype=np.int64)
         for name, b in zip(names, bones, strict=True):
             rec = self.bones.get(name)
@@ -121,7 +121,9 @@ class Recalled:
                 continue
             at = np.clip(np.searchsorted(rec.frames, want), 0, len(rec.frames) - 1)
             hit = rec.frames[at] == want
-            rotations[hit, b] = rec.rotations[at[hit]]
+            pose.rotations[hit, b] = rec.rotations[at[hit]]
+            if rec.locations is not None:
+                pose.locations[hit, b] = rec.locations[at[hit]]
 
     def seeds(self, names: list[str], seeds: list[Array]) -> list[Array]:
         """The continuity seeds: the recorded bake's where a bone has a record."""
@@ -130,16 +132,24 @@ class Recalled:
         ]
 
 
+def _span(rec: Any) -> tuple[tuple[str, ...], float, float]:
+    """What a record's digest covers: the properties keyed, first and last frame."""
+    attrs = (rotation_attr(rec["mode"]),) + (("location",) if rec["width"] == 12 else ())
+    return attrs, rec["frames"][0], rec["frames"][-1]
+
+
 def record(
     ob: Any,
     recalled: Recalled,
     names: list[str],
     frames: list[int],
-    rotations: Array,
+    started: Pose,
     seeds: list[Array],
+    located: set[str],
 ) -> None:
     """After a bake keyed bones ``names`` at ``frames`` into ``ob``'s action: keep the start
-    rotations (F, K, 3, 3) and seeds it used, merged with the frames of earlier records that
+    pose (F, K) it used (rotations; locations of the bones in ``located``, whose location it
+    keyed: a root the bake moves) and seeds, merged with the frames of earlier records that
     still held (``recalled``) outside this bake's range, and the digests of the keys now."""
     action = ob.animation_data.action
     store = action.get(KEY)
@@ -150,13 +160,19 @@ def record(
     records: dict[str, dict[str, Any]] = {}
     total = 0
     for k, name in enumerate(names):
-        f, r = new, rotations[:, k]
+        f, r = new, started.rotations[:, k].reshape(len(new), 9)
+        if name in located:
+            r = np.concatenate([r, started.locations[:, k]], axis=1)
         old = recalled.bones.get(name)
         if old is not None:  # the earlier bake's frames outside this range
             out = ~np.isin(old.frames, new)
-            f, r = np.concatenate([old.frames[out], f]), np.concatenate([old.rotations[out], r])
+            was = old.rotations[out].reshape(-1, 9)
+            if old.locations is not None:
+                was = np.concatenate([was, old.locations[out]], axis=1)
+            if was.shape[1] == r.shape[1]:
+                f, r = np.concatenate([old.frames[out], f]), np.concatenate([was, r])
         order = np.argsort(f, kind="stable")
-        f, flat = f[order], r[order].reshape(len(f), 9)
+        f, flat = f[order], r[order]
         # runs of equal starts kept once (a bone that does not move before the bake: one)
         step = np.concatenate([[True], np.any(flat[1:] != flat[:-1], axis=1)])
         table, rows = flat[step], np.cumsum(step) - 1
@@ -165,14 +181,13 @@ def record(
             "mode": pbones[name].rotation_mode,
             "frames": f.tolist(),
             "rows": rows.tolist(),
-            "rotations": table.ravel().tolist(),
+            "width": flat.shape[1],
+            "starts": table.ravel().tolist(),
             "seed": np.asarray(seeds[k], dtype=np.float64).tolist(),
         }
     if total > MAX_VALUES:  # too long to keep: later bakes start from the keys
         records = {}
-    spans = {
-        n: (rotation_attr(r["mode"]), r["frames"][0], r["frames"][-1]) for n, r in records.items()
-    }
+    spans = {name: _span(rec) for name, rec in records.items()}
     for name, digest in _digests(ob, spans).items():
         records[name]["digest"] = digest
     for name in names:
