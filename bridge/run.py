@@ -292,7 +292,7 @@ def run_steps(
     original_frame = scene.frame_current
     try:
         solved = yield from _solve_chunks(
-            ob, frame_list, evaluate, settings, reduce_keys, layer.update
+            ob, frame_list, evaluate, settings, reduce_keys, layer.update, frames is not None
         )
     finally:
         if frames is not None:
@@ -443,9 +443,12 @@ def _solve_chunks(
     settings: Settings,
     reduce_keys: bool,
     update: Callable[[], None],
+    bake: bool,
 ) -> Generator[float, None, _Solved]:
     """Read and solve ``frame_list`` CHUNK_FRAMES frames at a time (yielding the fraction done
-    after each); RigError when the solver rejects the rig or a chunk. Writes nothing."""
+    after each); RigError when the solver rejects the rig or a chunk. Writes nothing. A
+    ``bake`` starts where an earlier bake of these frames started (bridge/starts.py); a
+    single frame (Solve) from its channels, as live posing does."""
     read_time = solve_time = 0.0
     last_pose = None
     resume: dict[str, Any] | None = None
@@ -459,7 +462,7 @@ def _solve_chunks(
     free_names = [model.names[b] for b in model.free]
     with suspended():
         rig.check_target_dependence(ob, free_names, update)
-    recalled = starts.Recalled.load(ob, free_names)  # an earlier bake's starts, still valid
+    recalled = starts.Recalled.load(ob, free_names) if bake else starts.Recalled()
     seeds = recalled.seeds(free_names, write.current_rotations(ob, free_names))
     stretched = limits.stretch_bones(model)
     read_time += time.perf_counter() - t0
