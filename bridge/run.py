@@ -230,7 +230,9 @@ def run(
     frames: None solves the current frame as it is (pose channels are set, and keyed when
         ``keyframe``); a range of frames (at most MAX_FRAMES) is read frame by frame, solved in
         batched calls of CHUNK_FRAMES frames and keyed (only inside the range) once every frame
-        is solved. mode: 'CONVERGE' or 'TRACK' (default: the stored mode).
+        is solved; each frame starts from the chain bones' animated pose, or where an earlier
+        bake of it started while its keys are unchanged (bridge/starts.py: baking again gives
+        the same keys). mode: 'CONVERGE' or 'TRACK' (default: the stored mode).
     progress: called with a fraction in [0, 1] after each chunk; when it returns True the run
         stops and raises Cancelled, having written nothing.
     reduce_keys: a lean bake (bridge/reduce.py): keep only the keys Blender's Bezier curves
