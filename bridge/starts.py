@@ -83,33 +83,19 @@ class Recalled:
     @classmethod
     def load(cls, ob: Any, names: list[str]) -> Recalled:
         """The records of ``names`` whose keys are unchanged since the bake that wrote them."""
-        out = cls()
-        ad = ob.animation_data
-        action = ad.action if ad is not None else None
-        store = action.get(KEY) if action is not None else None
-        slot = store.get(_slot_key(ob)) if store is not None else None
-        if slot is None:
-            return out
+        slot = _slot(ob)
         pbones = ob.pose.bones
         found = {}
         for name in names:
-            rec = slot.get(name)
+            rec: Any = slot.get(name) if slot is not None else None
             pb = pbones.get(name)
-            if rec is not None and pb is not None and rec["mode"] == pb.rotation_mode:
-                found[name] = rec
-        spans = {name: _span(rec) for name, rec in found.items() if len(rec["frames"])}
+            bone = _parse(rec) if rec is not None and pb is not None else None
+            if bone is not None and rec.get("mode") == pb.rotation_mode:
+                found[name] = (rec, bone)
+        spans = {name: _span(rec, bone.frames) for name, (rec, bone) in found.items()}
         digests = _digests(ob, spans)
-        for name in spans:
-            rec = found[name]
-            if rec["digest"] != digests[name]:
-                continue  # its keys were changed since
-            rows = np.asarray(rec["rows"], dtype=np.intp)
-            table = np.asarray(rec["starts"], dtype=np.float64).reshape(-1, rec["width"])
-            frames = np.asarray(rec["frames"], dtype=np.int64)
-            seed = np.asarray(rec["seed"], dtype=np.float64)
-            moved = table[rows, 9:] if rec["width"] == 12 else None
-            out.bones[name] = _Bone(frames, table[rows, :9].reshape(-1, 3, 3), moved, seed)
-        return out
+        kept = {n: bone for n, (rec, bone) in found.items() if rec.get("digest") == digests[n]}
+        return cls(kept)  # (the others' keys were changed since)
 
     def apply(self, names: list[str], bones: list[int], frames: list[int], pose: Pose) -> None:
         """In place: the start pose (F frames) of bones ``names`` (at ``bones``) at ``frames``
@@ -132,10 +118,39 @@ class Recalled:
         ]
 
 
-def _span(rec: Any) -> tuple[tuple[str, ...], float, float]:
+def _slot(ob: Any) -> Any:
+    """The records of ``ob``'s slot in its action (an ID property group), or None."""
+    ad = ob.animation_data
+    action = ad.action if ad is not None else None
+    store: Any = action.get(KEY) if action is not None else None
+    slot: Any = store.get(_slot_key(ob)) if hasattr(store, "get") else None
+    return slot if hasattr(slot, "get") else None
+
+
+def _parse(rec: Any) -> _Bone | None:
+    """A record as arrays; None when it is not one a bake wrote (edited, or damaged)."""
+    try:
+        width = int(rec["width"])
+        frames = np.asarray(rec["frames"], dtype=np.int64)
+        rows = np.asarray(rec["rows"], dtype=np.intp)
+        table = np.asarray(rec["starts"], dtype=np.float64).reshape(-1, width)
+        seed = np.asarray(rec["seed"], dtype=np.float64)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if width not in (9, 12) or frames.ndim != 1 or frames.size == 0 or rows.shape != frames.shape:
+        return None
+    if rows.min() < 0 or rows.max() >= len(table) or np.any(np.diff(frames) <= 0):
+        return None
+    if not (np.all(np.isfinite(table)) and np.all(np.isfinite(seed))):
+        return None
+    moved = table[rows, 9:] if width == 12 else None
+    return _Bone(frames, table[rows, :9].reshape(-1, 3, 3), moved, seed)
+
+
+def _span(rec: Any, frames: NDArray[np.int64]) -> tuple[tuple[str, ...], float, float]:
     """What a record's digest covers: the properties keyed, first and last frame."""
     attrs = (rotation_attr(rec["mode"]),) + (("location",) if rec["width"] == 12 else ())
-    return attrs, rec["frames"][0], rec["frames"][-1]
+    return attrs, float(frames[0]), float(frames[-1])
 
 
 def record(
@@ -153,8 +168,10 @@ def record(
     still held (``recalled``) outside this bake's range, and the digests of the keys now."""
     action = ob.animation_data.action
     store = action.get(KEY)
-    entries = {} if store is None else store.to_dict()
-    slot: dict[str, Any] = entries.setdefault(_slot_key(ob), {})
+    entries = store.to_dict() if hasattr(store, "to_dict") else {}
+    slot = entries.get(_slot_key(ob))
+    if not isinstance(slot, dict):
+        slot = entries[_slot_key(ob)] = {}
     new = np.asarray(frames, dtype=np.int64)
     pbones = ob.pose.bones
     records: dict[str, dict[str, Any]] = {}
@@ -187,7 +204,7 @@ def record(
         }
     if total > MAX_VALUES:  # too long to keep: later bakes start from the keys
         records = {}
-    spans = {name: _span(rec) for name, rec in records.items()}
+    spans = {name: _span(rec, np.asarray(rec["frames"])) for name, rec in records.items()}
     for name, digest in _digests(ob, spans).items():
         records[name]["digest"] = digest
     for name in names:

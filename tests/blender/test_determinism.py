@@ -149,6 +149,14 @@ def test_a_baked_key_edited_since_makes_its_bone_start_from_its_channels(clean: 
     fc.keyframe_points[5].co.y += 0.1
     kept = starts.Recalled.load(ob, names).bones
     assert sorted(kept) == names[1:]  # the others still start where the bake started
+    # a record damaged by hand (or by a script) is not one: its bone starts from its channels
+    slot = next(iter(ob.animation_data.action[starts.KEY].values()))
+    slot[names[1]]["width"] = 7
+    slot[names[2]]["rows"] = [99]
+    del slot[names[3]]["starts"]
+    assert sorted(starts.Recalled.load(ob, names).bones) == names[4:]
+    _bake(ob)  # and baking goes on, writing new records
+    assert sorted(starts.Recalled.load(ob, names).bones) == names
 
 
 def test_a_bone_between_chains_starts_from_its_channels_whatever_the_chain_above(
