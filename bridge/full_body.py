@@ -72,6 +72,9 @@ class BodyMass:
     half_length: Array  # (N,) the mass point is the bone's middle
     skeleton_bones: NDArray[np.intp]  # (B,) the armature bone of each skeleton bone
     pose_order: NDArray[np.intp]  # (N,) each armature bone's index in ob.pose.bones
+    parent: NDArray[np.intp]  # (N,) each armature bone's parent, -1: none
+    rest_rel: Array  # (N, 4, 4) each bone's rest frame in its parent's (its own: no parent)
+    paths: list[list[int]]  # (N,) the bones from below its owner down to it ([]: its owner)
 
 
 def body_mass(ob: Any, names: list[str], root: int) -> BodyMass:
@@ -106,14 +109,31 @@ def body_mass(ob: Any, names: list[str], root: int) -> BodyMass:
         owner[i] = position[b.name] if b is not None else -1
     skeleton_bones = np.array([bones.find(name) for name in names], dtype=np.intp)
     pose_order = np.array([ob.pose.bones.find(b.name) for b in bones], dtype=np.intp)
-    return BodyMass(mass, owner, half, skeleton_bones, pose_order)
+    parent = np.array([bones.find(b.parent.name) if b.parent else -1 for b in bones], np.intp)
+    rest = np.array([np.array(b.matrix_local, dtype=np.float64) for b in bones]).reshape(-1, 4, 4)
+    rest_rel = rest.copy()
+    up = parent >= 0
+    rest_rel[up] = np.linalg.inv(rest[parent[up]]) @ rest[up]
+    paths: list[list[int]] = []
+    for i in range(n):
+        path: list[int] = []
+        b = i
+        while owner[i] >= 0 and b != skeleton_bones[owner[i]]:
+            path.insert(0, b)
+            b = int(parent[b])
+        paths.append(path)
+    return BodyMass(mass, owner, half, skeleton_bones, pose_order, parent, rest_rel, paths)
 
 
-def balance_goal(body: BodyMass, evaluated: Array, weight: float) -> Balance:
+def balance_goal(
+    body: BodyMass, evaluated: Array, weight: float, channels: Array | None = None
+) -> Balance:
     """``Balance`` for F frames from the evaluated armature-space matrices (F, N, 4, 4) of all
     pose bones (``ob.pose.bones`` order): each bone's middle, lumped onto the skeleton bone it
     moves with (at the offset it has in that bone's frame at that frame); bones no skeleton
-    bone moves are fixed mass."""
+    bone moves are fixed mass. With their ``channels`` (``matrix_basis``, same order) the
+    offsets come from the channels of the bones in between where those give the evaluated
+    matrices (``_exact_offsets``)."""
     f, nb = len(evaluated), len(body.skeleton_bones)
     evaluated = evaluated[:, body.pose_order]
     y = evaluated[:, :, :3, 1]
@@ -124,6 +144,8 @@ def balance_goal(body: BodyMass, evaluated: Array, weight: float) -> Balance:
     frames = evaluated[:, body.skeleton_bones]  # (F, B, 4, 4) the owners' frames
     rot = nearest_rotation(frames[..., :3, :3])
     local = np.einsum("fkji,fkj->fki", rot[:, own], mid[:, idx] - frames[:, own][..., :3, 3])
+    if channels is not None:
+        _exact_offsets(body, evaluated, channels[:, body.pose_order], idx, local)
     lump = (own[None, :] == np.arange(nb)[:, None]) * body.mass[idx][None, :]  # (B, k)
     mass = lump.sum(axis=1)
     center = np.einsum("bk,fki->fbi", lump, local) / np.maximum(mass, 1e-300)[None, :, None]
@@ -133,6 +155,37 @@ def balance_goal(body: BodyMass, evaluated: Array, weight: float) -> Balance:
     if fixed_mass > 0:
         fixed_center = np.einsum("n,fni->fi", body.mass[fixed], mid[:, fixed]) / fixed_mass
     return Balance(mass, center, weight, fixed_mass, fixed_center)
+
+
+def _exact_offsets(
+    body: BodyMass, evaluated: Array, channels: Array, idx: NDArray[np.intp], local: Array
+) -> None:
+    """In place: the offsets ``local`` (F, K, 3) of the bones ``idx`` (armature order) in their
+    owners' frames, composed from the rest frames and channels of the bones from the owner
+    down (in float64), where the owner and those bones are unscaled and their channels give
+    their evaluated matrices. Read from the evaluated matrices instead, they carry float32
+    round-off of the pose of the chains above, so a bake read from its own keys moved the
+    centre of mass by 1e-8 and its keys by 3e-7."""
+    from .rig import CHANNELS_TOLERANCE  # (rig imports this module)
+
+    gram = np.swapaxes(evaluated[..., :3, :3], -1, -2) @ evaluated[..., :3, :3]
+    unscaled = np.all(np.abs(gram - np.eye(3)).max(axis=(-1, -2)) <= 1e-4, axis=0)  # (N,)
+    for j, n in enumerate(idx):
+        path = body.paths[n]
+        if not (unscaled[body.skeleton_bones[body.owner[n]]] and unscaled[path].all()):
+            continue
+        t = np.broadcast_to(np.eye(4), (len(evaluated), 4, 4))
+        for k in path:
+            step = body.rest_rel[k] @ channels[:, k]
+            own = evaluated[:, body.parent[k]] @ step
+            scale = 1.0 + np.abs(evaluated[:, k, :3, :]).max()
+            if np.abs(own - evaluated[:, k]).max() > CHANNELS_TOLERANCE * scale:
+                break  # a constraint or its inheritance sets the bone: as evaluated
+            t = t @ step
+        else:
+            y = t[:, :3, 1]
+            half = body.half_length[n] / np.linalg.norm(y, axis=-1, keepdims=True)
+            local[:, j] = t[:, :3, 3] + y * half
 
 
 def aim_axes(goals: list[Any]) -> Array | None:

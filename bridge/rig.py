@@ -775,6 +775,7 @@ def read_frames(
     basis = np.empty((n_frames, n_bones, 4, 4))
     evaluated = np.empty((n_frames, n_bones, 4, 4))
     every = None if model.body is None else np.empty((n_frames, len(ob.pose.bones), 4, 4))
+    every_basis = None if every is None else np.empty_like(every)
     # per frame only the reads (Blender must be at that frame); the maths runs once afterwards
     arm = ob if depsgraph is None else ob.evaluated_get(depsgraph)
     for f, frame in enumerate(frames):
@@ -783,11 +784,12 @@ def read_frames(
         for e, g in enumerate(model.goals):
             target[f, e] = _target_matrix(g, depsgraph)
         pbones = arm.pose.bones
-        basis[f] = _matrices(pbones, "matrix_basis")[model.pose_index]
+        channels = _matrices(pbones, "matrix_basis")
+        basis[f] = channels[model.pose_index]
         matrices = _matrices(pbones, "matrix")
         evaluated[f] = matrices[model.pose_index]
-        if every is not None:
-            every[f] = matrices
+        if every is not None and every_basis is not None:
+            every[f], every_basis[f] = matrices, channels
         if progress is not None:
             progress((f + 1) / n_frames)
     for f in np.flatnonzero(_suspicious(base, target, evaluated, basis)):
@@ -802,9 +804,9 @@ def read_frames(
         weights_rot[np.linalg.norm(aim, axis=1) > 0] = 0.0  # an aim goal has no rotation rows
     support = None
     balance = None
-    if model.body is not None and every is not None:
+    if model.body is not None and every is not None and every_basis is not None:
         support = np.array([bool(getattr(g, "support", False)) for g in model.goals])
-        balance = full_body.balance_goal(model.body, every, model.balance_weight)
+        balance = full_body.balance_goal(model.body, every, model.balance_weight, every_basis)
     position = target[:, :, :3, 3]
     rotation = target_orientations(target[:, :, :3, :3]) if np.any(weights_rot > 0) else None
     maps = error_scale = None
