@@ -13,6 +13,13 @@ NEAR = 1e-4
 matrices are (about 1e-7), take Bjorck's iteration instead of the SVD."""
 
 
+CHANNELS_TOLERANCE = 1e-5
+"""A bone whose evaluated matrix is its parent's times its rest and channels (``matrix_basis``)
+to within this (times 1 + their largest entry) is read from its channels (``rig._start_pose``,
+``full_body._exact_offsets``): the evaluated matrices carry float32 round-off of the pose
+above."""
+
+
 def nearest_rotation(m: Array) -> Array:
     """The rotation nearest to each (..., 3, 3) matrix (polar decomposition): scale removed.
 

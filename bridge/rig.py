@@ -20,7 +20,7 @@ from ..solvers.skeleton import STRETCH
 from ..solvers.so3 import det3, inv3, unmirror
 from . import full_body
 from .errors import RigError
-from .polar import nearest_rotation
+from .polar import CHANNELS_TOLERANCE, nearest_rotation
 from .suspend import suspended
 
 Array = NDArray[np.float64]
@@ -833,11 +833,6 @@ def target_orientations(m: Array) -> Array:
     flip fell on whichever axis the SVD ordered last): its X axis is turned around first, so
     the bone follows its Y and Z, as on a mirrored armature (solvers/goals.py)."""
     return nearest_rotation(unmirror(m))
-
-
-CHANNELS_TOLERANCE = 1e-5
-"""A fixed bone whose transform relative to its parent is its channels' (``matrix_basis``) to
-within this (times 1 + their largest entry) starts from its channels (``_start_pose``)."""
 
 
 def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array, Pose]:
