@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import AXIS_VECTORS, Balance, Goals, Joint, Pose, SolveResult
-from .polar import CHANNELS_TOLERANCE, nearest_rotation
+from .polar import CHANNELS_TOLERANCE, nearest_rotation, scaled
 from .write import Channel
 
 Array = NDArray[np.float64]
@@ -166,8 +166,7 @@ def _exact_offsets(
     their evaluated matrices. Read from the evaluated matrices instead, they carry float32
     round-off of the pose of the chains above, so a bake read from its own keys moved the
     centre of mass by 1e-8 and its keys by 3e-7."""
-    gram = np.swapaxes(evaluated[..., :3, :3], -1, -2) @ evaluated[..., :3, :3]
-    unscaled = np.all(np.abs(gram - np.eye(3)).max(axis=(-1, -2)) <= 1e-4, axis=0)  # (N,)
+    unscaled = ~scaled(evaluated[..., :3, :3]).any(axis=0)  # (N,)
     for j, n in enumerate(idx):
         path = body.paths[n]
         if not (unscaled[body.skeleton_bones[body.owner[n]]] and unscaled[path].all()):

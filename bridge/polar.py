@@ -1,4 +1,5 @@
-"""The rotation nearest to a matrix (below ``rig`` and ``full_body``, which both use it)."""
+"""The rotation nearest to a matrix, whether a matrix is scaled, and when a bone is read from its
+channels (below ``rig`` and ``full_body``, which both use them)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,21 @@ NEAR = 1e-4
 matrices are (about 1e-7), take Bjorck's iteration instead of the SVD."""
 
 
+SCALE_EPS = 1e-4
+"""A bone whose 3x3 matrix M has |M^T M - I| above this somewhere is scaled (Blender's float32
+matrices carry about 1e-7)."""
+
 CHANNELS_TOLERANCE = 1e-5
 """A bone whose evaluated matrix is its parent's times its rest and channels (``matrix_basis``)
 to within this (times 1 + their largest entry) is read from its channels (``rig._start_pose``,
 ``full_body._exact_offsets``): the evaluated matrices carry float32 round-off of the pose
 above."""
+
+
+def scaled(m: Array) -> NDArray[np.bool_]:
+    """Which (..., 3, 3) matrices are not rotations (scaled, sheared): |M^T M - I| > SCALE_EPS."""
+    gram = np.einsum("...ki,...kj->...ij", m, m) - np.eye(3)
+    return np.asarray(np.abs(gram).max(axis=(-1, -2)) > SCALE_EPS)
 
 
 def nearest_rotation(m: Array) -> Array:

@@ -20,7 +20,7 @@ from ..solvers.skeleton import STRETCH
 from ..solvers.so3 import det3, inv3, unmirror
 from . import full_body
 from .errors import RigError
-from .polar import CHANNELS_TOLERANCE, nearest_rotation
+from .polar import CHANNELS_TOLERANCE, SCALE_EPS, nearest_rotation, scaled
 from .suspend import suspended
 
 Array = NDArray[np.float64]
@@ -641,11 +641,6 @@ class FrameData:
     error_scale: Array | None = None
 
 
-SCALE_EPS = 1e-4
-"""A bone whose 3x3 matrix M has |M^T M - I| above this somewhere is scaled (Blender's float32
-matrices carry about 1e-7)."""
-
-
 class _Anchors(NamedTuple):
     """Per effector of the skeleton (goals, then poles): ``anchor``, the nearest bone above it
     whose frame no solve moves (neither it nor a bone above it has a DOF; -1: none), and
@@ -686,12 +681,6 @@ def scale_anchors(model: RigModel) -> _Anchors:
     return model.anchors
 
 
-def _scaled(m: Array) -> NDArray[np.bool_]:
-    """Which (..., 3, 3) matrices are not rotations (scaled, sheared): |M^T M - I| > SCALE_EPS."""
-    gram = np.einsum("...ki,...kj->...ij", m, m) - np.eye(3)
-    return np.asarray(np.abs(gram).max(axis=(-1, -2)) > SCALE_EPS)
-
-
 def scale_maps(
     model: RigModel, local: Array, evaluated: Array, pose: Pose
 ) -> tuple[Array, Array] | None:
@@ -725,7 +714,7 @@ def scale_maps(
         )
         if warning not in model.warnings:
             model.warnings.append(warning)
-    hit = _scaled(evaluated[:, an.tops, :3, :3]).any(axis=0)
+    hit = scaled(evaluated[:, an.tops, :3, :3]).any(axis=0)
     if not np.any(hit):
         return None
     unit = model.skeleton.forward(pose)  # (F, B, 4, 4) the unscaled model
