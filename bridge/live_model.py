@@ -447,7 +447,7 @@ class LiveModel:
         channels = [
             (n, write.rotation_attr(ob.pose.bones[n].rotation_mode)) for n in self.free_names
         ]
-        channels += [(model.names[b], "scale") for b in self.stretched]
+        channels += [(model.names[b], "scale") for b in model.scaled]
         if model.root >= 0:
             channels.append((model.names[model.root], "location"))
         keys = 0

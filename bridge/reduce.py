@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 
 from ..solvers import Pose, Skeleton, rotations
 from . import write
+from .limits import NO_INHERIT
 from .write import Channel
 
 Array = NDArray[np.float64]
@@ -144,6 +145,15 @@ class _PoseBuilder:
         self.bone = [index[ch.bone] for ch in channels]
         self.modes = [ob.pose.bones[ch.bone].rotation_mode for ch in channels]
         self.lengths = [float(ob.data.bones[ch.bone].length) for ch in channels]
+        # a scale channel is relative to the scale channel of the parent it inherits from
+        # (bridge/limits.py: uniform, as Blender's IK writes stretch); -1: none
+        scale_of = {self.bone[k]: k for k, ch in enumerate(channels) if ch.attr == "scale"}
+        self.inherits = [
+            scale_of.get(int(skeleton.parents[self.bone[k]]), -1)
+            if ch.attr == "scale" and ob.data.bones[ch.bone].inherit_scale not in NO_INHERIT
+            else -1
+            for k, ch in enumerate(channels)
+        ]
 
     def points(self, channels: list[Channel], values: list[Array]) -> Array:
         kin = self._kinematics(channels, values)
@@ -161,9 +171,13 @@ class _PoseBuilder:
 
     def _kinematics(self, channels: list[Channel], values: list[Array]) -> Any:
         pose = self.template.copy()
+        world: dict[int, Array] = {}  # the scale channels' scale in the armature (parents first)
         for k, ch in enumerate(channels):
             if ch.attr == "scale":
-                pose.stretch[:, self.bone[k]] = (values[k][:, 1] - 1.0) * self.lengths[k]
+                up = self.inherits[k]
+                world[k] = values[k][:, 1] * (world[up] if up >= 0 else 1.0)
+                if self.skeleton.joints[self.bone[k]].stretch:
+                    pose.stretch[:, self.bone[k]] = (world[k] - 1.0) * self.lengths[k]
             elif ch.attr == "location":
                 pose.locations[:, self.bone[k]] = values[k]
             else:
@@ -398,6 +412,27 @@ def _budgets(
     return turn.tolist(), share.tolist()
 
 
+def _scale_levers(
+    channels: list[Channel],
+    builder: _PoseBuilder,
+    n_goals: int,
+    effector_channels: list[list[int]],
+) -> list[float]:
+    """Per channel, what a scale error is over: a scale channel's bone length, or the largest
+    distance from its head to an effector it carries where that is farther (a uniform scale
+    scales the bone and every bone that inherits it, so it moves the effector by the error
+    times that distance); the bone length for the other channels (unused)."""
+    out = list(builder.lengths)
+    if not n_goals or not any(ch.attr == "scale" for ch in channels):
+        return out
+    levers = builder.levers(channels, n_goals)
+    for e, ks in enumerate(effector_channels):
+        for k in ks:
+            if channels[k].attr == "scale":
+                out[k] = max(out[k], float(levers[k, e]))
+    return out
+
+
 class _Reducer:
     """The curves of a lean bake, their kept frames and Blender's evaluation of them."""
 
@@ -433,6 +468,7 @@ class _Reducer:
         self.reference = builder.points(channels, [ch.values for ch in channels])[:, :n_goals]
         self.tolerances = np.full(len(self.curves), np.nan)
         self.masks = np.zeros(self.evaluated.shape, dtype=bool)
+        self.lengths = _scale_levers(channels, builder, n_goals, effector_channels)
         budget = (n_goals, effector_channels, key_tolerance, position_tolerance)
         self._choose(*budget, np.ones(n_goals))
         if n_goals and len(x) > 1:  # loosen each effector's shares by its headroom (SPLIT)
@@ -469,7 +505,7 @@ class _Reducer:
             scale,
         )
         for k, ch in enumerate(self.channels):
-            tol = component_tolerances(ch, angles[k], distances[k], self.builder.lengths[k])
+            tol = component_tolerances(ch, angles[k], distances[k], self.lengths[k])
             for i, c in enumerate(self.of_channel[k]):
                 self.curves[c].tolerance = float(tol[i])
         tolerances = np.array([c.tolerance for c in self.curves])

@@ -16,7 +16,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
-from ..solvers.skeleton import STRETCH
 from ..solvers.so3 import det3, inv3, unmirror
 from . import full_body
 from .errors import RigError
@@ -48,6 +47,7 @@ class RigModel:
     root: int = -1  # the skeleton bone freed by move_root (a Joint.free), -1: none
     body: full_body.BodyMass | None = None  # bone masses when a goal has ``support`` on
     balance_weight: float = 0.0  # the balance task's weight (0: the distance is only measured)
+    scaled: tuple[int, ...] = ()  # chain bones whose pose scale a solve sets (IK stretch)
     # per effector: the bone whose frame no solve moves nearest above it, and the bones
     # between (``scale_anchors``; computed once)
     anchors: _Anchors | None = field(default=None, repr=False, compare=False)
@@ -646,7 +646,7 @@ class _Anchors(NamedTuple):
     whose frame no solve moves (neither it nor a bone above it has a DOF; -1: none), and
     ``inside``, the bones from below the anchor down to the effector's bone (whose frames the
     solve moves); ``tops``, the anchors; ``checked``, the bones inside a goal's chain whose
-    own scale would change the chain (not those with IK stretch: their scale is the solve's)."""
+    own scale would change the chain (not ``RigModel.scaled``: their scale is the solve's)."""
 
     anchor: NDArray[np.intp]
     inside: list[NDArray[np.intp]]
@@ -674,9 +674,8 @@ def scale_anchors(model: RigModel) -> _Anchors:
         first = next((i for i, b in enumerate(path) if moved[b]), len(path))
         anchor[e] = path[first - 1] if first > 0 else -1
         inside.append(np.array(path[first:], dtype=np.intp))
-    stretched = sk.dof_bone[sk.dof_kind == STRETCH]
     checked = np.concatenate([np.zeros(0, dtype=np.intp), *inside[: len(model.goals)]])
-    checked = np.setdiff1d(checked, stretched)
+    checked = np.setdiff1d(checked, np.array(model.scaled, dtype=np.intp))
     model.anchors = _Anchors(anchor, inside, np.unique(anchor[anchor >= 0]), checked)
     return model.anchors
 

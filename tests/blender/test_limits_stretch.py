@@ -53,19 +53,50 @@ def test_constraint_in_world_space_is_ignored_with_a_warning(clean: Any) -> None
     assert any("only LOCAL space" in w for w in report.warnings)
 
 
-def test_ik_stretch_reaches_a_far_target_and_plays_back(clean: Any) -> None:
-    ob = make_armature("Arm", chain_bones(2))
+@pytest.mark.parametrize("inherit", ["FULL", "AVERAGE", "NONE"])
+def test_ik_stretch_reaches_a_far_target_and_plays_back(clean: Any, inherit: str) -> None:
+    """A stretched bone is scaled uniformly and a child that inherits its scale takes its own
+    over the parent's, as Blender's IK writes stretch: the keys play back on the target
+    whatever the children's Inherit Scale. A scale along Y alone sheared the inheriting
+    children (the tip 0.2 m off here)."""
+    ob = make_armature("Arm", chain_bones(3))
     for pb in ob.pose.bones:
         pb.ik_stretch = 0.5
-    ob.data.bones["b1"].inherit_scale = "NONE"  # exact playback (see bridge/limits.py)
-    target = make_empty("Target", (0.0, 2.6, 0.0))  # 2.6 > 2 bones of length 1
-    add_goal(ob, "b1", target, chain_length=2)
+    for name in ("b1", "b2"):
+        ob.data.bones[name].inherit_scale = inherit
+    target = make_empty("Target", (0.8, 3.4, 0.5))  # beyond 3 bones of length 1
+    add_goal(ob, "b2", target, chain_length=3)
     with override(ob):
         assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=2) == {"FINISHED"}
     bpy.context.scene.frame_set(1)
-    assert (tip(ob, "b1") - target.location).length < 1e-4
-    scale = [ob.pose.bones[n].scale.y for n in ("b0", "b1")]
-    assert all(1.0 <= s <= 2.0 for s in scale) and sum(scale) > 2.5  # (L + s) / L, both stretch
+    assert (tip(ob, "b2") - target.location).length < 1e-4
+    scales = np.array([ob.pose.bones[n].scale for n in ("b0", "b1", "b2")])
+    assert np.abs(scales - scales[:, :1]).max() == 0.0  # uniform
+    lengths = [ob.pose.bones[n].length for n in ("b0", "b1", "b2")]
+    assert all(1.0 <= x <= 2.0 for x in lengths) and sum(lengths) > 3.4  # every bone stretches
+    if inherit != "NONE":  # each bone's own scale over its parent's
+        assert scales[1, 0] == pytest.approx(lengths[1] / lengths[0], abs=1e-5)
+
+
+def test_a_chain_bone_without_stretch_keeps_its_length(clean: Any) -> None:
+    """A chain bone with no IK stretch below a stretched one is scaled back by the parent's
+    scale (Blender's IK does the same): it keeps its length and the tip meets the target."""
+    ob = make_armature("Arm", chain_bones(3))
+    ob.pose.bones["b0"].ik_stretch = ob.pose.bones["b2"].ik_stretch = 0.5
+    target = make_empty("Target", (0.5, 3.3, 0.0))
+    add_goal(ob, "b2", target, chain_length=3)
+    with override(ob):
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=2) == {"FINISHED"}
+    bpy.context.scene.frame_set(1)
+    assert (tip(ob, "b2") - target.location).length < 1e-4
+    assert ob.pose.bones["b0"].length > 1.01
+    assert ob.pose.bones["b1"].length == pytest.approx(1.0, abs=1e-5)
+    assert ob.pose.bones["b1"].scale[1] == pytest.approx(1.0 / ob.pose.bones["b0"].scale[1])
+    with override(ob):  # its scale is the bake's: no warning about a scaled chain bone
+        assert bpy.ops.jacobian_ik.bake(frame_start=1, frame_end=2) == {"FINISHED"}
+    from jacobian_ik.bridge import run
+
+    assert not any("scaled in pose mode" in w for w in run(ob, bpy.context.scene, None).warnings)
 
 
 @pytest.mark.parametrize("use_stretch", [False, True])
@@ -77,7 +108,6 @@ def test_an_imported_constraint_keeps_its_stretch_switch(clean: Any, use_stretch
     ob = make_armature("Arm", chain_bones(2))
     for pb in ob.pose.bones:
         pb.ik_stretch = 0.5
-    ob.data.bones["b1"].inherit_scale = "NONE"  # exact playback (see bridge/limits.py)
     target = make_empty("Target", (0.3, 2.6, 0.0))  # beyond the 2 bones of length 1
     ik = ob.pose.bones["b1"].constraints.new("IK")
     ik.target, ik.chain_count, ik.use_stretch = target, 2, use_stretch
@@ -91,7 +121,7 @@ def test_an_imported_constraint_keeps_its_stretch_switch(clean: Any, use_stretch
     scale = [ob.pose.bones[n].scale.y for n in ("b0", "b1")]
     if use_stretch:
         assert (tip(ob, "b1") - target.location).length < 1e-4
-        assert sum(scale) > 2.5
+        assert sum(ob.pose.bones[n].length for n in ("b0", "b1")) > 2.5
     else:
         assert scale == [1.0, 1.0]
         assert (tip(ob, "b1") - blender).length < 1e-3  # Blender stops 2e-4 short
@@ -112,15 +142,24 @@ def test_max_stretch_caps_the_factor(clean: Any) -> None:
     assert abs(tip(ob, "b0").y - 1.5) < 1e-4
 
 
-def test_children_that_inherit_scale_are_reported(clean: Any) -> None:
+def test_a_child_off_the_stretched_tail_is_reported(clean: Any) -> None:
+    """A chain bone whose head is not on its stretched parent's tail moves farther with the
+    parent's scale on playback than the solver moves it: named in the warnings."""
     from jacobian_ik.bridge import run
 
     ob = make_armature("Arm", chain_bones(2))
     ob.pose.bones["b0"].ik_stretch = 0.5
     target = make_empty("Target", (0.0, 1.5, 0.5))
     add_goal(ob, "b1", target, chain_length=2)
+    assert not any("off the tail" in w for w in run(ob, bpy.context.scene, None).warnings)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode="EDIT")
+    bone = ob.data.edit_bones["b1"]
+    bone.use_connect = False
+    bone.head.x, bone.tail.x = 0.2, 0.2
+    bpy.ops.object.mode_set(mode="OBJECT")
     report = run(ob, bpy.context.scene, None)
-    assert any("inherits the scale" in w for w in report.warnings)
+    assert any("b1: its head is off the tail of stretched b0" in w for w in report.warnings)
     assert not any("not supported" in w for w in report.warnings)
 
 
