@@ -504,7 +504,18 @@ def test_rig_changes_rebuild_model(
     bpy.ops.object.mode_set(mode="OBJECT")
     empty.location = (0.5, 2.5, 0.5)
     bpy.context.view_layer.update()
-    assert addon.live._models[ob.name] is not second
+    third = addon.live._models[ob.name]
+    assert third is not second
+    assert distance(ob, empty) < 1e-4
+    # reparented with nothing moved (the rest matrices stay): the model's hierarchy changed
+    bpy.ops.object.mode_set(mode="EDIT")
+    ob.data.edit_bones["b2"].use_connect = False
+    ob.data.edit_bones["b2"].parent = ob.data.edit_bones["b0"]
+    bpy.ops.object.mode_set(mode="OBJECT")
+    empty.location = (0.4, 2.4, 0.6)
+    bpy.context.view_layer.update()
+    assert addon.live._models[ob.name] is not third
+    assert "b1" not in addon.live._models[ob.name].free_names
     assert distance(ob, empty) < 1e-4
 
 
