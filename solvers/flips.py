@@ -63,6 +63,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from .blas import one_thread
 from .errors import SettingsError
 from .goals import Goals, PreparedGoals, no_worse, prepare_goals
 from .skeleton import Pose, Skeleton
@@ -263,6 +264,7 @@ class _Tree:
         return np.asarray(np.sum(joint_steps(self.rot[self.chosen]) > angle, axis=1))
 
 
+@one_thread
 def repair(
     skeleton: Skeleton, goals: Goals, settings: Settings, start: Pose, result: SolveResult
 ) -> tuple[SolveResult, FlipRepair]:

@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import kernel
+from .blas import one_thread
 from .flips import turn_angles
 from .goals import Goals, PreparedGoals, no_worse, prepare_goals
 from .methods import damped_solve
@@ -86,6 +87,7 @@ class Smoothing:
     changed: NDArray[np.bool_]  # (F,)
 
 
+@one_thread
 def smooth(
     skeleton: Skeleton, goals: Goals, settings: Settings, result: SolveResult, passes: int
 ) -> tuple[SolveResult, Smoothing]:

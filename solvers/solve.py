@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from . import kernel, priority
 from .aim import aim_rows
 from .balance import balance_distance, balance_rows, prepare_balance
+from .blas import one_thread
 from .curvature import second_order_step
 from .errors import SettingsError, SkeletonError
 from .goals import Goals, PreparedGoals, prepare_goals
@@ -363,6 +364,7 @@ class _Problem:
         return _Errors(err, pos, rot, np.linalg.norm(weighted, axis=1))
 
 
+@one_thread
 def solve(
     skeleton: Skeleton,
     goals: Goals,

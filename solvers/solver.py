@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import kernel
+from .blas import one_thread
 from .errors import SettingsError
 from .frame import FrameSolver, unsupported
 from .goals import Goals, PreparedGoals, check_weights, prepare_goals
@@ -84,6 +85,7 @@ class Solver:
             return [np.arange(self.skeleton.n_effectors)]
         return self.trees_all
 
+    @one_thread
     def solve(
         self,
         goals: Goals,
