@@ -11,11 +11,15 @@ same order: results equal ``_iterate``'s to rounding (tests/solvers/test_kernel.
 It covers converge mode, the four methods whose step is a damped solve with
 lambda^2 = a E_k + b (``dls``, ``lm``, ``lm_constant``, ``lm_chan_lawrence``; ``lm`` is the
 default), rotational DOFs (ball joints, hinges, two-axis joints, stiffness) and position and
-orientation goals. Everything else (joint limits, location and stretch DOFs, poles and other
-secondary goals, aim goals, balance, null-space terms, clamping, Jacobians at the targets,
-track mode, the other methods) runs the numpy loop: ``plan`` says None. A frame whose normal
-matrix is not positive definite (lambda = 0 at a singularity) is handed back to the numpy loop
-too.
+orientation goals. Everything else (location and stretch DOFs, poles and other secondary
+goals, aim goals, balance, null-space terms, clamping, Jacobians at the targets, track mode, the
+other methods) runs the numpy loop: ``plan`` says None. A frame whose normal matrix is not
+positive definite (lambda = 0 at a singularity) is handed back to the numpy loop too, and so is,
+on a rig with joint limits, a frame whose solve ends outside them (``iterate``): a frame the
+compiled loop solves within the limits keeps that solve (the numpy loop clamps each step and
+locks a DOF that hits its limit). Joint limits that seldom bind (knees and elbows) so cost
+little; a rig with IK limits on its shins and forearms went through the numpy loop every frame,
+7-20x the compiled loop's time on zoo humanoids (benchmarks/blas_threads.py --limits).
 
 A second compiled loop, ``hold``, runs goal priority's null-space steps (solvers/priority.py,
 (B)) per frame with the same pieces (forward kinematics, errors, Jacobian over every DOF that
@@ -102,31 +106,33 @@ class Plan:
     rig: Rig  # the kernel's arrays that stay fixed over the frames
 
 
-def covers(skel: Any, st: Any) -> bool:
+def covers(skel: Any, st: Any, limits: bool = False) -> bool:
     """Whether the compiled loop covers this skeleton and these settings (the goals may still
-    ask for what it does not: poles, aim goals, balance; see ``plan``)."""
-    if st.method not in DAMPING or st.mode != "converge" or not _covers_rig(skel, st):
+    ask for what it does not: poles, aim goals, balance; see ``plan``); with ``limits``, also
+    when joint limits are kept (the main loop: ``iterate`` hands back the frames that end
+    outside them; priority's and the smoothing's loops have no limits)."""
+    if st.method not in DAMPING or st.mode != "converge" or not _covers_rig(skel, st, limits):
         return False
     if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
         return False
     return st.clamp_distance is None and st.max_step is None and not st.jacobian_at_targets
 
 
-def _covers_rig(skel: Any, st: Any) -> bool:
+def _covers_rig(skel: Any, st: Any, limits: bool = False) -> bool:
     """Whether the kernel runs here and its pieces cover the skeleton: rotational DOFs only,
-    no limit to keep."""
+    no limit to keep (unless ``limits``)."""
     if not enabled():
         return False
     kinds = skel.__dict__.get("_kernel_kinds")
     if kinds is None:  # (rotational DOFs only, any limited DOF), kept on the skeleton
         rotational = bool(np.all((skel.dof_kind == ROT_PRE) | (skel.dof_kind == ROT_POST)))
         kinds = skel.__dict__["_kernel_kinds"] = (rotational, bool(np.any(skel.dof_limited)))
-    return kinds[0] and not (st.keep_limits and kinds[1])
+    return kinds[0] and (limits or not (st.keep_limits and kinds[1]))
 
 
 def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Plan | None:
     """A ``Plan`` when the compiled loop covers this problem, else None (use ``_iterate``)."""
-    if track or not covers(problem.skel, problem.settings):
+    if track or not covers(problem.skel, problem.settings, limits=True):
         return None
     if problem.use_nullspace or problem.aim.size or problem.balance or problem.sec_rows.size:
         return None
@@ -198,7 +204,18 @@ def iterate(
         if memo is not None:
             memo["rules"] = rules
     _call(p.rig, _frames(problem, goals, start, memo), rules, out)
+    out.reason[_outside(problem, out.rotations, start)] = FALLBACK  # numpy keeps the limits
     return out
+
+
+def _outside(problem: Any, rotations: Array, start: Pose) -> NDArray[np.bool_]:
+    """(F,) the frames whose ``rotations`` are outside the skeleton's joint limits (where the
+    settings keep them): the compiled loops have none, so those frames are handed back."""
+    skel = problem.skel
+    if not (problem.settings.keep_limits and np.any(skel.dof_limited)):
+        return np.zeros(len(rotations), dtype=bool)
+    coords = skel.coordinates(Pose(rotations, start.locations, start.stretch))
+    return np.asarray(np.any(skel.violations(coords), axis=1))
 
 
 def _frames(problem: Any, goals: Any, start: Pose, memo: dict[str, Any] | None = None) -> Frames:
@@ -1350,6 +1367,9 @@ def hold(problem: Any, goals: Any, start: Pose, held: Held, bound: tuple[Array, 
         np.zeros(frames, dtype=np.intp),
     )
     _call(rig, _frames(problem, goals, start), _rules(problem, goals, 0.0, 0.0), held, out, loop=1)
+    outside = _outside(problem, out.rotations, start)  # numpy steps them, keeping the limits
+    out.rotations[outside] = start.rotations[outside]
+    out.status[outside] = FALLBACK
     return out
 
 
@@ -1365,7 +1385,7 @@ def _rig_every(problem: Any) -> Rig:
 
 def covers_hold(problem: Any, goals: Any) -> bool:
     """Whether ``hold`` covers the problem: what the compiled loop covers, any goal rows."""
-    if not covers(problem.skel, problem.settings):
+    if not covers(problem.skel, problem.settings, limits=True):
         return False
     return not (problem.aim.size or problem.balance or goals.on is not None)
 
@@ -1715,12 +1735,17 @@ def smooth_passes(
     # scaled armature moved the null space's step by 1 % of itself)
     rules = _rules(problem, goals, 0.0, 0.0)._replace(identity=True)
     _call(_rig_every(problem), _frames(problem, goals, pose), rules, fixed, state, loop=2)
+    # a frame the passes left outside the joint limits keeps its pose (numpy's passes clamp)
+    outside = _outside(problem, state.rotations, pose)
+    state.rotations[outside] = pose.rotations[outside]
+    state.changed[outside] = False
 
 
 def covers_smooth(problem: Any, goals: Any) -> bool:
     """Whether ``smooth_passes`` covers the problem: the kernel's rigs, goal rows only (no
-    poles, aim goals, balance or goals switched per frame)."""
-    if not _covers_rig(problem.skel, problem.settings):
+    poles, aim goals, balance or goals switched per frame; joint limits: ``smooth_passes``
+    leaves a frame it would move outside them as it was)."""
+    if not _covers_rig(problem.skel, problem.settings, limits=True):
         return False
     if problem.aim.size or problem.balance or problem.sec_rows.size:
         return False

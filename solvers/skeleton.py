@@ -605,12 +605,17 @@ class Skeleton:
             out = out @ exp_so3(v)
         return out
 
+    def violations(self, coords: Array) -> NDArray[np.bool_]:
+        """(F, n) which of the limit coordinates ``coords`` (``coordinates``) are outside
+        their DOF's range by more than rounding."""
+        return np.asarray((coords < self.dof_min - 1e-12) | (coords > self.dof_max + 1e-12))
+
     def clamp_to_limits(self, pose: Pose) -> NDArray[np.bool_]:
         """Clamp every limited DOF into its range (in place); returns the (F, n) violations."""
         if not np.any(self.dof_limited):
             return np.zeros((pose.frames, self.n_dofs), dtype=bool)
         coords = self.coordinates(pose)
-        over = (coords < self.dof_min - 1e-12) | (coords > self.dof_max + 1e-12)
+        over = self.violations(coords)
         if np.any(over):
             fr, dof = np.nonzero(over)
             vals = np.clip(coords[fr, dof], self.dof_min[dof], self.dof_max[dof])

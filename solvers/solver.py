@@ -126,7 +126,7 @@ class Solver:
             return None
         if pose is not None and pose.rotations.shape[0] != 1:
             return None
-        if kernel.covers(skel, st):
+        if kernel.covers(skel, st, limits=True):
             return self._one_frame_compiled(goals, pose)
         e = skel.n_effectors
         w_pos = check_weights(goals.position_weight, 1.0, e, "position_weight")
@@ -200,6 +200,9 @@ class Solver:
         g = prepare_goals(goals, e, self._goal_memo)
         start = pose if pose is not None else Pose.rest(skel.n_bones)
         check_start(skel, start)
+        if self.settings.keep_limits and np.any(skel.dof_limited):
+            start = start.copy()
+            skel.clamp_to_limits(start)  # as ``solve`` starts: at the limits
         identity = bool(np.all(g.lin == np.eye(3)))
         key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity]) + self._caps(g)
         if key not in self._compiled:

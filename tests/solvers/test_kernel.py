@@ -146,7 +146,68 @@ def test_what_the_kernel_does_not_cover_runs_the_numpy_loop():
     assert not kernel.covers(skel, Settings(max_step=0.1))
     assert not kernel.covers(skel, Settings(nullspace="exact", rest_weight=0.1))
     limited = chain(2, joint=Joint.ball(limits={"rot_x": (-0.5, 0.5)}))
-    assert not kernel.covers(limited, Settings())
+    assert not kernel.covers(limited, Settings())  # priority's and the smoothing's loops
+    assert kernel.covers(limited, Settings(), limits=True)  # the main loop hands frames back
+
+
+def _arm(limited: bool) -> Skeleton:
+    """A 3-bone arm 1 long: ball shoulder, hinge elbow, ball wrist; ``limited``: the elbow
+    bends one way only (0..2.4 rad about X), the wrist is limited in swing and twist."""
+    joints = [Joint.ball(), Joint.hinge("X"), Joint.ball()]
+    if limited:
+        joints[1] = Joint.hinge("X", limits={"rot_x": (0.0, 2.4)})
+        joints[2] = Joint.ball(
+            limits={"rot_x": (-0.6, 0.6), "rot_y": (-0.4, 0.4), "rot_z": (-0.6, 0.6)}
+        )
+    length = 1.0 / 3
+    rest = np.stack([np.eye(4)] + [np.eye(4) for _ in range(2)])
+    rest[1:, 1, 3] = length
+    return Skeleton([-1, 0, 1], rest, joints, [Effector(2, (0, length, 0), "tip")])
+
+
+@pytest.mark.parametrize("seed", (3, 4))
+def test_a_limited_rig_keeps_the_compiled_solve_where_it_ends_within_the_limits(seed, monkeypatch):
+    """On a rig with joint limits the compiled loop solves every frame; a frame that ends
+    within the limits keeps that solve (the same as the compiled loop on the rig without
+    limits, bit for bit), one that ends outside them is solved by the numpy loop, which
+    keeps the limits (the same as the numpy loop's solve of that frame). Every frame ends
+    within its limits, in reach frames at their targets."""
+    skel, loose = _arm(True), _arm(False)
+    rng = np.random.default_rng(seed)
+    frames = 40
+    d = rng.normal(size=(frames, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    goals = Goals(position=(d * rng.uniform(0.3, 0.95, (frames, 1)))[:, None])
+    settings = Settings()
+    got = solve(skel, goals, settings)
+    unlimited = solve(loose, goals, settings)
+    inside = ~np.any(skel.violations(skel.coordinates(unlimited.pose)), axis=1)
+    assert 0 < inside.sum() < frames  # both kinds of frame
+    assert np.array_equal(got.pose.rotations[inside], unlimited.pose.rotations[inside])
+    assert not np.any(skel.violations(skel.coordinates(got.pose)))
+    _numpy(monkeypatch)
+    plain = solve(skel, Goals(position=goals.position[~inside]), settings)
+    assert np.abs(got.pose.rotations[~inside] - plain.pose.rotations).max() <= 1e-9
+    assert list(got.reason[~inside]) == list(plain.reason)
+
+
+def test_one_frame_of_a_limited_rig_equals_its_solve():
+    """The one-frame path (live posing, the API) on a limited rig: what ``solve`` gives, from a
+    start outside the limits too (it starts at them)."""
+    skel = _arm(True)
+    rng = np.random.default_rng(7)
+    solver = Solver(skel, Settings())
+    pose = Pose.rest(skel.n_bones)
+    pose.rotations[0, 1] = exp_so3(np.array([-0.5, 0.0, 0.0]))  # the elbow past its limit
+    for _ in range(12):
+        d = rng.normal(size=3)
+        target = d / np.linalg.norm(d) * rng.uniform(0.3, 0.95)
+        goals = Goals(position=target[None, None])
+        got = solver.solve(goals, pose)
+        want = solve(skel, goals, Settings(), pose.copy())
+        assert np.abs(got.pose.rotations - want.pose.rotations).max() <= 1e-12
+        assert list(got.reason) == list(want.reason)
+        pose = got.pose
 
 
 def test_a_frame_the_kernel_cannot_factor_goes_back_to_numpy(monkeypatch):

@@ -309,3 +309,36 @@ def test_without_the_compiled_loop_the_steps_run_in_numpy(monkeypatch: pytest.Mo
         plain = solve(skel, goals, Settings())
     assert np.array_equal(broken.pose.rotations, plain.pose.rotations)
     assert np.array_equal(broken.position_error, plain.position_error)
+
+
+def test_a_limited_rig_takes_the_compiled_steps_within_its_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Joint limits on the spine and the forearms (some binding): the compiled null-space steps
+    run (the compiled loops have no limits: a frame they leave outside them is stepped by
+    numpy, which keeps them), and every frame ends within its limits."""
+    rng = np.random.default_rng(5)
+    loose = head_and_hands(rng, chest_goal=True)
+    box = {"rot_x": (-0.35, 0.35), "rot_y": (-0.2, 0.2), "rot_z": (-0.35, 0.35)}
+    joints = [
+        Joint.ball(limits=box) if n in ("spine1", "forearm.L", "forearm.R") else j
+        for n, j in zip(loose.names, loose.joints, strict=True)
+    ]
+    rest = np.tile(np.eye(4), (loose.n_bones, 1, 1))
+    rest[:, :3, :3], rest[:, :3, 3] = loose.rest_rot, loose.rest_pos
+    skel = Skeleton(loose.parents, rest, joints, loose.effectors, names=loose.names)
+    goals = Goals(position=targets(skel, rng, 24))
+    outs: list[kernel.HeldOut] = []
+    hold = kernel.hold
+
+    def spy(*args: object) -> kernel.HeldOut:
+        out = hold(*args)  # type: ignore[arg-type]
+        outs.append(out)
+        return out
+
+    monkeypatch.setattr(kernel, "hold", spy)
+    result = solve(skel, goals, Settings())
+    assert outs and sum(int(o.taken.sum()) for o in outs) > 0  # the compiled steps stepped
+    assert not np.any(skel.violations(skel.coordinates(result.pose)))
+    free = solve(loose, goals, Settings())
+    assert np.any(skel.violations(skel.coordinates(free.pose)))  # the limits bind

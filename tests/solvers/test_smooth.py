@@ -263,3 +263,32 @@ def test_without_the_compiled_loop_the_passes_run_in_numpy(
     assert report.changed.any()
     assert np.array_equal(broken.pose.rotations, plain.pose.rotations)
     assert np.array_equal(broken.position_error, plain.position_error)
+
+
+def test_a_limited_rig_is_smoothed_within_its_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled passes run on a rig with joint limits; a frame they would leave outside the
+    limits keeps its pose (numpy's passes clamp), so every frame ends within them."""
+    from jacobian_ik.solvers import Effector, Joint, Skeleton, flips, kernel, smooth
+
+    box = {"rot_x": (-0.3, 0.3), "rot_z": (-0.3, 0.3)}
+    rest = np.stack([np.eye(4)] * 4)
+    rest[1:, 1, 3] = 0.25
+    joints = [Joint.ball(), Joint.ball(limits=box), Joint.ball(limits=box), Joint.ball()]
+    skel = Skeleton([-1, 0, 1, 2], rest, joints, [Effector(3, (0, 0.25, 0), "tip")])
+    frames = 60
+    t = np.linspace(0.0, 2 * np.pi, frames)
+    # out of reach now and then (the chain is 1 long): where a goal is unmet the passes run
+    position = np.stack([0.7 * np.sin(t), 0.7 + 0.3 * np.cos(2 * t), 0.4 * np.cos(t)], axis=1)
+    goals = Goals(position=position[:, None])
+    settings = Settings()
+    result = flips.solve(skel, goals, settings)
+    calls = []
+    passes = kernel.smooth_passes
+    monkeypatch.setattr(
+        kernel,
+        "smooth_passes",
+        lambda *a: calls.append(1) or passes(*a),  # type: ignore[func-returns-value]
+    )
+    smoothed, report = smooth.smooth(skel, goals, settings, result, settings.smooth_passes)
+    assert calls and report.changed.any()
+    assert not np.any(skel.violations(skel.coordinates(smoothed.pose)))
