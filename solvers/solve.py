@@ -75,7 +75,8 @@ class Settings:
         the damping of the secondary goals' step. Secondary goals (``Goals.secondary``) always
         act in the null space ("exact" when this is "none").
     jacobian_at_targets: form the position rows at the target points (Buss 2009).
-    keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve.
+    keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve
+        (the compiled loop has no limits: a frame it ends outside them runs this loop).
     second_order: the damped least-squares methods (lm, dls, lm_constant, lm_chan_lawrence)
         take the damped Newton step (J~^T J~ + S~ + b I) dt = J~^T e~ on frames with one unmet
         goal, out of reach (``_Problem.lower_bound``, ``lone_unmet``; not right after an undone
