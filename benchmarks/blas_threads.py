@@ -1,11 +1,11 @@
 """Bakes with OpenBLAS held at one thread (``solvers/blas.py``) against numpy's default, in one run.
 
 Zoo rigs of a seed (tests/rigs/zoo_rigs.py; ``--limits`` first gives every shin, forearm and
-lower bone a wide IK limit on X that never binds, which sends the solve through the numpy loop:
-the compiled loop has no limits) are baked by the operator's path (``bridge.run``) with the
-helper on and off in turn, ``--repeats`` times each, on fresh scenes; the medians of each and
-their ratio are printed, with the machine's load average (the threads cost most where the cores
-are busy)::
+lower bone a wide IK limit on X that never binds: up to 3c4d2dc that sent every frame through
+the numpy loop, since 443bd0d the compiled loops solve them and hand back only the frames that
+end outside their limits) are baked by the operator's path (``bridge.run``) with the helper on
+and off in turn, ``--repeats`` times each, on fresh scenes; the medians of each and their ratio
+are printed, with the machine's load average (the threads cost most where the cores are busy)::
 
     .venv/bin/python -m benchmarks.blas_threads --seed 2121 --only 0,5,10 [--limits] [--frames 250]
 """
