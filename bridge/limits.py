@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Joint, Skeleton
-from .rig import RigModel
+from .rig import RigModel, ScaledBone
 from .write import Channel, animated_paths, driven_paths, object_fcurves, rotation_attr
 
 Array = NDArray[np.float64]
@@ -123,7 +123,7 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
     skeleton = Skeleton(model.parents, model.rest, joints, skel.effectors, names=model.names)
     model = replace(model, skeleton=skeleton, warnings=warnings)
     model.warnings += offset_child_warnings(ob, model)
-    return replace(model, scaled=tuple(b for b, _, _ in solve_scaled(ob, model)))
+    return replace(model, scaled=tuple(solve_scaled(ob, model)))
 
 
 def stretch_allowed(model: RigModel) -> set[int]:
@@ -206,10 +206,10 @@ NO_INHERIT = ("NONE", "NONE_LEGACY")
 all of a uniform one)."""
 
 
-def solve_scaled(ob: Any, model: RigModel) -> list[tuple[int, int, int]]:
-    """The chain bones whose pose scale a solve sets, parents first: (bone, its column among
-    ``stretch_bones`` or -1, its stretched parent whose scale it inherits or -1): every
-    stretched bone, and every chain bone that inherits the scale of a stretched parent."""
+def solve_scaled(ob: Any, model: RigModel) -> list[ScaledBone]:
+    """The chain bones whose pose scale a solve sets, parents first (``RigModel.scaled``, read
+    once when the model is built): every stretched bone, and every chain bone that inherits the
+    scale of a stretched parent."""
     stretched = stretch_bones(model)
     column = {b: j for j, b in enumerate(stretched)}
     out = []
@@ -218,7 +218,7 @@ def solve_scaled(ob: Any, model: RigModel) -> list[tuple[int, int, int]]:
         mode = ob.data.bones[model.names[b]].inherit_scale
         inherits = parent in column and mode not in NO_INHERIT
         if b in column or inherits:
-            out.append((b, column.get(b, -1), parent if inherits else -1))
+            out.append(ScaledBone(b, column.get(b, -1), parent if inherits else -1))
     return out
 
 
@@ -240,7 +240,7 @@ def offset_child_warnings(ob: Any, model: RigModel) -> list[str]:
 
 
 def stretch_channels(ob: Any, model: RigModel, stretch: Array) -> list[Channel]:
-    """The pose scale of the bones ``solve_scaled`` names over the solved frames: uniform,
+    """The pose scale of the bones ``model.scaled`` names over the solved frames: uniform,
     k = (L + s) / L of a stretched bone over the k of the stretched parent it inherits from
     (module docstring); ``stretch``: (F, K) the stretch s of ``stretch_bones``, in their order."""
     factor = {}
@@ -248,7 +248,7 @@ def stretch_channels(ob: Any, model: RigModel, stretch: Array) -> list[Channel]:
         length = float(ob.data.bones[model.names[b]].length)
         factor[b] = (length + stretch[:, k]) / length
     out = []
-    for b, column, parent in solve_scaled(ob, model):
+    for b, column, parent in model.scaled:
         own = factor[b] if column >= 0 else np.ones(stretch.shape[0])
         value = own / factor[parent] if parent >= 0 else own
         out.append(Channel(model.names[b], "scale", np.repeat(value[:, None], 3, axis=1)))

@@ -453,7 +453,7 @@ class LiveModel:
         channels = [
             (n, write.rotation_attr(ob.pose.bones[n].rotation_mode)) for n in self.free_names
         ]
-        channels += [(model.names[b], "scale") for b in model.scaled]
+        channels += [(model.names[s.bone], "scale") for s in model.scaled]
         if model.root >= 0:
             channels.append((model.names[model.root], "location"))
         keys = 0

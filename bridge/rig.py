@@ -31,6 +31,14 @@ Blender stores transforms in float32: beyond this a coordinate is off by several
 is almost always a driver or script gone wrong (an inf location reads as 3.4e38)."""
 
 
+class ScaledBone(NamedTuple):
+    """A chain bone whose pose scale a solve sets (``limits.solve_scaled``)."""
+
+    bone: int
+    column: int  # its column among ``limits.stretch_bones``, -1: it does not stretch itself
+    parent: int  # the stretched parent whose scale it inherits, -1: none
+
+
 @dataclass
 class RigModel:
     """An armature as the solver sees it, and where each solver bone comes from."""
@@ -47,7 +55,7 @@ class RigModel:
     root: int = -1  # the skeleton bone freed by move_root (a Joint.free), -1: none
     body: full_body.BodyMass | None = None  # bone masses when a goal has ``support`` on
     balance_weight: float = 0.0  # the balance task's weight (0: the distance is only measured)
-    scaled: tuple[int, ...] = ()  # chain bones whose pose scale a solve sets (IK stretch)
+    scaled: tuple[ScaledBone, ...] = ()  # chain bones whose pose scale a solve sets (IK stretch)
     # per effector: the bone whose frame no solve moves nearest above it, and the bones
     # between (``scale_anchors``; computed once)
     anchors: _Anchors | None = field(default=None, repr=False, compare=False)
@@ -675,7 +683,7 @@ def scale_anchors(model: RigModel) -> _Anchors:
         anchor[e] = path[first - 1] if first > 0 else -1
         inside.append(np.array(path[first:], dtype=np.intp))
     checked = np.concatenate([np.zeros(0, dtype=np.intp), *inside[: len(model.goals)]])
-    checked = np.setdiff1d(checked, np.array(model.scaled, dtype=np.intp))
+    checked = np.setdiff1d(checked, np.array([s.bone for s in model.scaled], dtype=np.intp))
     model.anchors = _Anchors(anchor, inside, np.unique(anchor[anchor >= 0]), checked)
     return model.anchors
 
