@@ -108,9 +108,9 @@ class Plan:
 
 def covers(skel: Any, st: Any, limits: bool = False) -> bool:
     """Whether the compiled loop covers this skeleton and these settings (the goals may still
-    ask for what it does not: poles, aim goals, balance; see ``plan``); with ``limits``, also
-    when joint limits are kept (the main loop: ``iterate`` hands back the frames that end
-    outside them; priority's and the smoothing's loops have no limits)."""
+    ask for what it does not: poles, aim goals, balance; see ``plan``); with ``limits`` (as
+    every loop asks: ``_outside``), also when joint limits are kept: the loops have none, and
+    hand back, or leave as they were, the frames they end outside them."""
     if st.method not in DAMPING or st.mode != "converge" or not _covers_rig(skel, st, limits):
         return False
     if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):

@@ -146,7 +146,7 @@ def test_what_the_kernel_does_not_cover_runs_the_numpy_loop():
     assert not kernel.covers(skel, Settings(max_step=0.1))
     assert not kernel.covers(skel, Settings(nullspace="exact", rest_weight=0.1))
     limited = chain(2, joint=Joint.ball(limits={"rot_x": (-0.5, 0.5)}))
-    assert not kernel.covers(limited, Settings())  # priority's and the smoothing's loops
+    assert not kernel.covers(limited, Settings())  # not asked to take limits
     assert kernel.covers(limited, Settings(), limits=True)  # the main loop hands frames back
 
 
