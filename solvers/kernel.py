@@ -10,8 +10,9 @@ same order: results equal ``_iterate``'s to rounding (tests/solvers/test_kernel.
 
 It covers converge mode, the four methods whose step is a damped solve with
 lambda^2 = a E_k + b (``dls``, ``lm``, ``lm_constant``, ``lm_chan_lawrence``; ``lm`` is the
-default), rotational DOFs (ball joints, hinges, two-axis joints, stiffness) and position and
-orientation goals. Everything else (location and stretch DOFs, poles and other secondary
+default), rotational DOFs (ball joints, hinges, two-axis joints, stiffness), stretch DOFs (IK
+stretch: the main loop only, clamped into their range as the numpy loop clamps them) and
+position and orientation goals. Everything else (location DOFs, poles and other secondary
 goals, aim goals, balance, null-space terms, clamping, Jacobians at the targets, track mode, the
 other methods) runs the numpy loop: ``plan`` says None. A frame whose normal matrix is not
 positive definite (lambda = 0 at a singularity) is handed back to the numpy loop too, and so is,
@@ -57,7 +58,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .curvature import twist_dofs
-from .skeleton import ROT_POST, ROT_PRE, Pose, dof_order
+from .skeleton import ROT_POST, ROT_PRE, STRETCH, Pose, dof_order
 from .stops import (
     BOUND_SLACK,
     CONVERGED,
@@ -106,33 +107,41 @@ class Plan:
     rig: Rig  # the kernel's arrays that stay fixed over the frames
 
 
-def covers(skel: Any, st: Any, limits: bool = False) -> bool:
+def covers(skel: Any, st: Any, limits: bool = False, stretch: bool = False) -> bool:
     """Whether the compiled loop covers this skeleton and these settings (the goals may still
     ask for what it does not: poles, aim goals, balance; see ``plan``); with ``limits`` (as
     every loop asks: ``_outside``), also when joint limits are kept: the loops have none, and
-    hand back, or leave as they were, the frames they end outside them."""
-    if st.method not in DAMPING or st.mode != "converge" or not _covers_rig(skel, st, limits):
+    hand back, or leave as they were, the frames they end outside them. With ``stretch``, also
+    stretch DOFs (IK stretch): the main loop has them, goal priority's and the smoothing's
+    loops do not."""
+    if st.method not in DAMPING or st.mode != "converge":
+        return False
+    if not _covers_rig(skel, st, limits, stretch):
         return False
     if st.nullspace != "none" and (st.rest_weight > 0 or st.limit_weight > 0):
         return False
     return st.clamp_distance is None and st.max_step is None and not st.jacobian_at_targets
 
 
-def _covers_rig(skel: Any, st: Any, limits: bool = False) -> bool:
-    """Whether the kernel runs here and its pieces cover the skeleton: rotational DOFs only,
-    no limit to keep (unless ``limits``)."""
+def _covers_rig(skel: Any, st: Any, limits: bool = False, stretch: bool = False) -> bool:
+    """Whether the kernel runs here and its pieces cover the skeleton: rotational DOFs only
+    (and stretch DOFs with ``stretch``), no limit to keep (unless ``limits``)."""
     if not enabled():
         return False
     kinds = skel.__dict__.get("_kernel_kinds")
-    if kinds is None:  # (rotational DOFs only, any limited DOF), kept on the skeleton
-        rotational = bool(np.all((skel.dof_kind == ROT_PRE) | (skel.dof_kind == ROT_POST)))
-        kinds = skel.__dict__["_kernel_kinds"] = (rotational, bool(np.any(skel.dof_limited)))
-    return kinds[0] and (limits or not (st.keep_limits and kinds[1]))
+    if kinds is None:  # (rotational DOFs only, no location DOF, any limited DOF), kept
+        rotational = (skel.dof_kind == ROT_PRE) | (skel.dof_kind == ROT_POST)
+        kinds = skel.__dict__["_kernel_kinds"] = (
+            bool(np.all(rotational)),
+            bool(np.all(rotational | (skel.dof_kind == STRETCH))),
+            bool(np.any(skel.dof_limited)),
+        )
+    return kinds[1 if stretch else 0] and (limits or not (st.keep_limits and kinds[2]))
 
 
 def plan(problem: Any, method: Any, goals: Any, start: Pose, track: bool) -> Plan | None:
     """A ``Plan`` when the compiled loop covers this problem, else None (use ``_iterate``)."""
-    if track or not covers(problem.skel, problem.settings, limits=True):
+    if track or not covers(problem.skel, problem.settings, limits=True, stretch=True):
         return None
     if problem.use_nullspace or problem.aim.size or problem.balance or problem.sec_rows.size:
         return None
@@ -160,11 +169,16 @@ def _make_rig(problem: Any) -> Rig:
         skel.dof_bone.astype(np.intp),
         skel.dof_axis.astype(np.intp),
         skel.dof_kind == ROT_PRE,
+        skel.dof_kind == STRETCH,
+        (skel.dof_kind == STRETCH) & skel.dof_limited & bool(problem.settings.keep_limits),
+        skel.dof_min.astype(np.float64),
+        skel.dof_max.astype(np.float64),
         skel.dof_weight.astype(np.float64),
         np.where(parity, 1.0, -1.0),
         np.ascontiguousarray(skel.dof_moves, dtype=np.bool_),
         skel.eff_bone.astype(np.intp),
         np.ascontiguousarray(skel.eff_offset, dtype=np.float64),
+        np.ascontiguousarray(skel.eff_stretches, dtype=np.bool_),
         problem.rows.astype(np.intp),
         problem.sqrt_w.astype(np.float64),
         problem.use_pos.astype(np.bool_),
@@ -184,7 +198,8 @@ def iterate(
     them into a ``SolveResult`` and re-solves the frames marked FALLBACK with numpy).
     ``memo``: a dict kept by a caller that solves this problem one frame at a time (live
     posing): the stop rules and what a start pose's locations and stretch give are kept there
-    while they stay the same (the same arrays as without it)."""
+    while they stay the same (the same arrays as without it). ``Out.stretch`` holds the
+    stretch each frame ends with (the start's plus the loop's steps)."""
     st = problem.settings
     frames, n_eff = goals.frames, problem.skel.n_effectors
     out = Out(
@@ -197,6 +212,7 @@ def iterate(
         # the rest, which matters for caps of thousands of iterations)
         np.empty((st.max_iterations + 1, frames)),
         np.zeros(frames, dtype=np.intp),
+        np.array(start.stretch, dtype=np.float64, order="C"),
     )
     rules = None if memo is None else memo.get("rules")
     if rules is None:
@@ -204,17 +220,21 @@ def iterate(
         if memo is not None:
             memo["rules"] = rules
     _call(p.rig, _frames(problem, goals, start, memo), rules, out)
-    out.reason[_outside(problem, out.rotations, start)] = FALLBACK  # numpy keeps the limits
+    out.reason[_outside(problem, out.rotations, start, out.stretch)] = FALLBACK  # numpy: limits
     return out
 
 
-def _outside(problem: Any, rotations: Array, start: Pose) -> NDArray[np.bool_]:
-    """(F,) the frames whose ``rotations`` are outside the skeleton's joint limits (where the
-    settings keep them): the compiled loops have none, so those frames are handed back."""
+def _outside(
+    problem: Any, rotations: Array, start: Pose, stretch: Array | None = None
+) -> NDArray[np.bool_]:
+    """(F,) the frames whose ``rotations`` (and ``stretch``, else the start's) are outside the
+    skeleton's joint limits (where the settings keep them): the compiled loops have none, so
+    those frames are handed back."""
     skel = problem.skel
     if not (problem.settings.keep_limits and np.any(skel.dof_limited)):
         return np.zeros(len(rotations), dtype=bool)
-    coords = skel.coordinates(Pose(rotations, start.locations, start.stretch))
+    stretch = start.stretch if stretch is None else stretch
+    coords = skel.coordinates(Pose(rotations, start.locations, stretch))
     return np.asarray(np.any(skel.violations(coords), axis=1))
 
 
@@ -247,6 +267,7 @@ def _frames(problem: Any, goals: Any, start: Pose, memo: dict[str, Any] | None =
         _writable(goals.trans),
         _writable(goals.targets_model()),
         _writable(lin_min),
+        _writable(start.stretch),
     )
 
 
@@ -408,11 +429,16 @@ class Rig(NamedTuple):
     dof_bone: NDArray[np.intp]
     dof_axis: NDArray[np.intp]
     dof_pre: NDArray[np.bool_]  # the DOF turns the frame before the bone's rotation
+    dof_stretch: NDArray[np.bool_]  # the DOF is the bone's stretch (along its Y axis)
+    dof_clamp: NDArray[np.bool_]  # a stretch DOF whose limits are kept (clamped each step)
+    dof_min: Array
+    dof_max: Array
     dof_w: Array
     kick_sign: Array  # the saddle kick's sign per DOF
     dof_moves: NDArray[np.bool_]  # (E, n)
     eff_bone: NDArray[np.intp]
     eff_off: Array
+    eff_stretch: NDArray[np.bool_]  # the effector's point moves with its bone's stretch
     rows: NDArray[np.intp]  # the rows of the (E * 6) error that are solved for
     sqrt_w: Array  # their weights' square roots
     use_pos: NDArray[np.bool_]
@@ -435,6 +461,7 @@ class Frames(NamedTuple):
     trans: Array  # (F, 3): the model-to-world transform
     tm: Array  # (F, E, 3) targets in model space
     lin_min: Array  # (F,) smallest singular value of lin
+    stretch: Array  # (F, B) the start's stretch
 
 
 class Rules(NamedTuple):
@@ -467,14 +494,20 @@ class Out(NamedTuple):
     reason: NDArray[np.intp]
     history: Array  # (max_iter + 1, F), the rows up to ``last`` written
     last: NDArray[np.intp]
+    stretch: Array  # (F, B) the start's stretch on the way in, the result's on the way out
 
 
 class Work(NamedTuple):
     """One frame's working arrays."""
 
     rot: Array  # (B, 3, 3) the pose
+    ds: Array  # (B,) and its stretch less the start's
+    colw: Array  # (n,) the DOFs' weights (0: a stretch DOF locked at its limit)
     prev_rot: Array  # the pose before the last step (restored when it is rejected)
+    prev_ds: Array
+    prev_colw: Array
     best: Array  # the best pose seen,
+    best_ds: Array
     best_pos: Array  # its position
     best_rot: Array  # and orientation errors
     mrot: Array  # (B, 3, 3) model-space frames
@@ -517,7 +550,7 @@ def _loop(rig, frames, rules, out):
 def _frame(f, rig, fr, ru, out, w):
     """One frame's iteration (``solve._iterate``'s for one frame) in the working arrays ``w``;
     its best pose to ``out``."""
-    _restart(w, out.rotations[f])
+    _restart(rig, w, out.rotations[f])
     best_r = np.inf
     prev_r = np.inf
     prev2_r = np.inf
@@ -539,12 +572,15 @@ def _frame(f, rig, fr, ru, out, w):
                 break
             undone = True
             w.rot[:] = w.prev_rot
+            w.ds[:] = w.prev_ds
+            w.colw[:] = w.prev_colw  # and a limit the step hit is free again
         r = math.sqrt(r2)
         out.history[k, f] = r
         out.last[f] = k
         if r < best_r:
             best_r = r
             w.best[:] = w.rot
+            w.best_ds[:] = w.ds
             w.best_pos[:] = w.pos_e
             w.best_rot[:] = w.rot_e
         if k > 0:
@@ -568,11 +604,14 @@ def _frame(f, rig, fr, ru, out, w):
         _joint_step(rig, ru, w, scale, stationary, saddle)
         if ru.reject:
             w.prev_rot[:] = w.rot
+            w.prev_ds[:] = w.ds
+            w.prev_colw[:] = w.colw
         if saddle:  # the step out of the saddle is kept even where it raises the error
             kicks += 1
             prev_r = np.inf
             scale = 1.0
         _rotate(rig, w)
+        _stretch(f, rig, fr, w)
         bad, peak = _finite_peak(w.dq, w.rot)
         if bad:
             why = FAILED
@@ -587,6 +626,8 @@ def _frame(f, rig, fr, ru, out, w):
             it = k + 1
             break
     out.rotations[f] = w.best  # (the start poses' array is the output)
+    for b in range(w.best_ds.shape[0]):
+        out.stretch[f, b] += w.best_ds[b]
     out.pos[f] = w.best_pos
     out.rot[f] = w.best_rot
     out.iterations[f] = it
@@ -594,12 +635,17 @@ def _frame(f, rig, fr, ru, out, w):
 
 
 @_piece
-def _restart(w, start):
+def _restart(rig, w, start):
     """The working arrays of a frame that starts from ``start``: what a fresh ``_work`` has
     that the loop reads before it writes it."""
     w.rot[:] = start
     w.prev_rot[:] = start
     w.best[:] = start
+    w.ds[:] = 0.0
+    w.prev_ds[:] = 0.0
+    w.best_ds[:] = 0.0
+    w.colw[:] = rig.dof_w
+    w.prev_colw[:] = rig.dof_w
     w.best_pos[:] = 0.0  # (kept as they are when no residual is finite)
     w.best_rot[:] = 0.0
 
@@ -616,10 +662,16 @@ def _work(rig, start, full):
     b_f = rig.parents.shape[0] if full else 0  # the sizes of what only the loop uses
     e_f = n_eff if full else 0
     n_f = n if full else 0
+    n_b = rig.parents.shape[0]
     return Work(
         start.copy(),
+        np.zeros(n_b),
+        rig.dof_w.copy(),
         start[:b_f].copy(),
+        np.zeros(b_f),
+        rig.dof_w[:n_f].copy(),
         start[:b_f].copy(),
+        np.zeros(b_f),
         np.zeros(e_f),
         np.zeros(e_f),
         np.zeros((rig.parents.shape[0], 3, 3)),
@@ -670,7 +722,7 @@ def _evaluate(f, rig, fr, ru, w):
 def _forward(f, rig, fr, w):
     """Forward kinematics: the model-space frames ``w.mrot``, ``w.mpos``, parents first."""
     order, parents, rest_rot, local_pos = rig.order, rig.parents, rig.rest_rot, fr.local_pos
-    rot, mrot, mpos, tmp = w.rot, w.mrot, w.mpos, w.tmp
+    rot, mrot, mpos, tmp, ds = w.rot, w.mrot, w.mpos, w.tmp, w.ds
     for oi in range(parents.shape[0]):
         b = order[oi]
         p = parents[b]
@@ -690,7 +742,7 @@ def _forward(f, rig, fr, w):
             for i in range(3):
                 mpos[b, i] = mpos[p, i] + (
                     mrot[p, i, 0] * local_pos[f, b, 0]
-                    + mrot[p, i, 1] * local_pos[f, b, 1]
+                    + mrot[p, i, 1] * (local_pos[f, b, 1] + ds[p])
                     + mrot[p, i, 2] * local_pos[f, b, 2]
                 )
                 for j in range(3):
@@ -715,10 +767,11 @@ def _errors(f, rig, fr, ru, w):
     mrot, mpos, pts, err, pos_e, rot_e, tmp = w.mrot, w.mpos, w.pts, w.err, w.pos_e, w.rot_e, w.tmp
     for e in range(e_bone.shape[0]):
         b = e_bone[e]
+        shift = e_shift[f, e] + w.ds[b] if rig.eff_stretch[e] else e_shift[f, e]
         for i in range(3):
             pts[e, i] = (
                 mpos[b, i]
-                + e_shift[f, e] * mrot[b, i, 1]
+                + shift * mrot[b, i, 1]
                 + (
                     mrot[b, i, 0] * e_off[e, 0]
                     + mrot[b, i, 1] * e_off[e, 1]
@@ -858,7 +911,7 @@ def _damped_step(r2, newton, f, rig, fr, ru, w):
     or with ``newton`` the damped Newton step where it exists (``_newton``); False when the
     normal matrix is not positive definite (the frame goes back to numpy)."""
     _jacobian(f, rig, fr, ru, w)
-    jw, jac, rows, sqrt_w, dof_w = w.jw, w.jac, rig.rows, rig.sqrt_w, rig.dof_w
+    jw, jac, rows, sqrt_w, dof_w = w.jw, w.jac, rig.rows, rig.sqrt_w, w.colw
     m, n = jw.shape
     for i in range(m):
         for j in range(n):
@@ -908,7 +961,7 @@ def _newton_matrix(f, rig, fr, ru, w):
     """The lower triangle of J~^T J~ + S~ into ``w.hess``: S_ab = -sum_e u_e . d2p_e/dq_a dq_b,
     u_e = W e_e of the position rows in model space (curvature.curvature_terms), times the
     DOFs' weights."""
-    jw, err, rows, sqrt_w, dof_w = w.jw, w.err, rig.rows, rig.sqrt_w, rig.dof_w
+    jw, err, rows, sqrt_w, dof_w = w.jw, w.err, rig.rows, rig.sqrt_w, w.colw
     dof_bone, dof_moves, dof_rel = rig.dof_bone, rig.dof_moves, rig.dof_rel
     hess, axes, lever, turn, uw, pts, mpos = w.hess, w.axes, w.lever, w.turn, w.uw, w.pts, w.mpos
     m, n = jw.shape
@@ -978,6 +1031,9 @@ def _jacobian(f, rig, fr, ru, w):
         b = dof_bone[j]
         a = dof_axis[j]
         p = parents[b]
+        if rig.dof_stretch[j]:
+            _stretch_column(f, j, rig, fr, ru, w)
+            continue
         if dof_pre[j]:  # the axis of the frame before the bone's rotation
             for i in range(3):
                 if p < 0:
@@ -1011,6 +1067,25 @@ def _jacobian(f, rig, fr, ru, w):
             jac[e * 6 + 3, j] = x0
             jac[e * 6 + 4, j] = x1
             jac[e * 6 + 5, j] = x2
+
+
+@_piece
+def _stretch_column(f, j, rig, fr, ru, w):
+    """Column ``j`` of ``w.jac``, a stretch DOF: it moves the points below along its bone's Y
+    axis (model space), no turn (``Skeleton.jacobian``)."""
+    b, lin, jac, mrot = rig.dof_bone[j], fr.lin, w.jac, w.mrot
+    x0, x1, x2 = mrot[b, 0, 1], mrot[b, 1, 1], mrot[b, 2, 1]
+    w.axes[j, 0], w.axes[j, 1], w.axes[j, 2] = x0, x1, x2
+    for e in range(rig.dof_moves.shape[0]):
+        if not rig.dof_moves[e, j]:
+            continue
+        if ru.identity:
+            jac[e * 6 + 0, j] = x0
+            jac[e * 6 + 1, j] = x1
+            jac[e * 6 + 2, j] = x2
+        else:
+            for i in range(3):
+                jac[e * 6 + i, j] = lin[f, i, 0] * x0 + lin[f, i, 1] * x1 + lin[f, i, 2] * x2
 
 
 @_piece
@@ -1217,7 +1292,7 @@ def _away(f, e, d, rig, fr, w):
 def _joint_step(rig, ru, w, scale, stationary, saddle):
     """``w.dq``: the step W_q^1/2 dt at the current length, none at a stationary point, the
     fixed small turn of every free DOF at a saddle."""
-    dq, dt, dof_w, kick_sign = w.dq, w.dt, rig.dof_w, rig.kick_sign
+    dq, dt, dof_w, kick_sign = w.dq, w.dt, w.colw, rig.kick_sign
     for j in range(dq.shape[0]):
         dq[j] = dof_w[j] * dt[j]
     if ru.reject:
@@ -1247,7 +1322,7 @@ def _rotate(rig, w):
             v1 = 0.0
             v2 = 0.0
             for j in range(dq.shape[0]):
-                if dof_bone[j] == b and dof_pre[j] == (phase == 1):
+                if dof_bone[j] == b and dof_pre[j] == (phase == 1) and not rig.dof_stretch[j]:
                     if dof_axis[j] == 0:
                         v0 = dq[j]
                     elif dof_axis[j] == 1:
@@ -1268,6 +1343,26 @@ def _rotate(rig, w):
                     rot[b, 0, j] = ex00 * tmp[0, j] + ex01 * tmp[1, j] + ex02 * tmp[2, j]
                     rot[b, 1, j] = ex10 * tmp[0, j] + ex11 * tmp[1, j] + ex12 * tmp[2, j]
                     rot[b, 2, j] = ex20 * tmp[0, j] + ex21 * tmp[1, j] + ex22 * tmp[2, j]
+
+
+@_piece
+def _stretch(f, rig, fr, w):
+    """The update of the stretch DOFs: s <- s + ds (``Skeleton.apply``); one whose limits are
+    kept is clamped into them and locked (its weight 0) when the step crosses one, as the
+    numpy loop does (``Skeleton.clamp_to_limits``, ``violations``)."""
+    for j in range(w.dq.shape[0]):
+        if not rig.dof_stretch[j]:
+            continue
+        b = rig.dof_bone[j]
+        w.ds[b] += w.dq[j]
+        if rig.dof_clamp[j]:
+            s = fr.stretch[f, b] + w.ds[b]
+            if s < rig.dof_min[j] - 1e-12:
+                w.ds[b] = rig.dof_min[j] - fr.stretch[f, b]
+                w.colw[j] = 0.0
+            elif s > rig.dof_max[j] + 1e-12:
+                w.ds[b] = rig.dof_max[j] - fr.stretch[f, b]
+                w.colw[j] = 0.0
 
 
 @_piece

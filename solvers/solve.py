@@ -597,7 +597,7 @@ def _iterate_compiled(
     hist = raw.history[: int(last.max()) + 1]
     held = np.arange(len(hist))[:, None] > last[None, :]
     hist = np.where(held, hist[last, np.arange(frames)], hist)
-    pose = Pose(raw.rotations, start.locations.copy(), start.stretch.copy())
+    pose = Pose(raw.rotations, start.locations.copy(), raw.stretch)
     reason = raw.reason
     result = SolveResult(
         pose, raw.pos, raw.rot, raw.iterations, REASONS[np.minimum(reason, 6)], hist, 0.0

@@ -126,7 +126,7 @@ class Solver:
             return None
         if pose is not None and pose.rotations.shape[0] != 1:
             return None
-        if kernel.covers(skel, st, limits=True):
+        if kernel.covers(skel, st, limits=True, stretch=True):
             return self._one_frame_compiled(goals, pose)
         e = skel.n_effectors
         w_pos = check_weights(goals.position_weight, 1.0, e, "position_weight")
@@ -238,6 +238,7 @@ class Solver:
         for t, (raw, begin) in zip(trees, parts, strict=True):
             part = _raw_result(raw, begin)
             out.rotations[:, t.into] = part.pose.rotations[:, t.out]
+            out.stretch[:, t.into] = part.pose.stretch[:, t.out]
             pos[:, t.effectors], rot[:, t.effectors] = part.position_error, part.rotation_error
             results.append(part)
         result = combine_trees(self.trees_all, results, out, pos, rot)
@@ -307,7 +308,7 @@ class _KernelTree(NamedTuple):
 def _raw_result(raw: kernel.Out, begin: Pose) -> SolveResult:
     """One frame's ``SolveResult`` from the compiled loop's output, as ``solve`` builds it."""
     last = int(raw.last[0])
-    pose = Pose(raw.rotations, begin.locations.copy(), begin.stretch.copy())
+    pose = Pose(raw.rotations, begin.locations.copy(), raw.stretch)
     reason = REASONS[np.minimum(raw.reason, 6)]
     return SolveResult(pose, raw.pos, raw.rot, raw.iterations, reason, raw.history[: last + 1], 0.0)
 

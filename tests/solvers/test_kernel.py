@@ -150,6 +150,74 @@ def test_what_the_kernel_does_not_cover_runs_the_numpy_loop():
     assert kernel.covers(limited, Settings(), limits=True)  # the main loop hands frames back
 
 
+def _stretchy(skel: Skeleton, limit: float | None, weight: float = 0.1) -> Skeleton:
+    """``skel`` with IK stretch on every bone that moves a goal (as the bridge reads Blender's
+    ``ik_stretch``: the DOF's weight ``weight``, range 0..``limit`` when given)."""
+    moving = set(skel.dof_bone[skel.dof_moves.any(axis=0)].tolist())
+    joints = []
+    for b, j in enumerate(skel.joints):
+        if b in moving and j.rotation_axes:
+            lim = dict(j.limits) | ({} if limit is None else {"stretch": (0.0, limit)})
+            stiff = dict(j.stiffness) | {"stretch": 1.0 - weight}
+            j = Joint(j.rotation_axes, j.location_axes, True, lim, stiff)
+        joints.append(j)
+    rest = np.tile(np.eye(4), (skel.n_bones, 1, 1))
+    rest[:, :3, :3], rest[:, :3, 3] = skel.rest_rot, skel.rest_pos
+    return Skeleton(skel.parents, rest, joints, skel.effectors, skel.names)
+
+
+@pytest.mark.parametrize("limit", (None, 0.15))
+@pytest.mark.parametrize("seed", (21, 22))
+def test_the_kernel_solves_stretch_as_the_numpy_loop(limit, seed, monkeypatch):
+    """IK stretch (a generated Rigify rig's limbs) runs the compiled loop: the same stops and
+    poses, stretch included, as the numpy loop, to rounding; with the bridge's range 0..max the
+    stretch is clamped into it and locked as the numpy loop does, and no frame ends outside
+    it."""
+    rng = np.random.default_rng(seed)
+    rigid = random_humanoid(rng, spine_chains=seed == 22)
+    skel = _stretchy(rigid, limit)
+    assert kernel.covers(skel, Settings(), limits=True, stretch=True)
+    assert not kernel.covers(skel, Settings(), limits=True)  # (priority's, smoothing's loops)
+    base = _base(rng)
+    pos = targets(rigid, rng, frames=40, far=1) @ base[:3, :3].T + base[:3, 3]
+    goals = Goals(position=pos, base=base)
+    settings = Settings(max_iterations=80)
+    calls = []
+    real = kernel.iterate
+    monkeypatch.setattr(kernel, "iterate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    compiled = solve(skel, goals, settings)
+    assert calls  # the compiled loop ran
+    _numpy(monkeypatch)
+    plain = solve(skel, goals, settings)
+    assert compiled.reason.tolist() == plain.reason.tolist()
+    assert compiled.iterations.tolist() == plain.iterations.tolist()
+    np.testing.assert_allclose(compiled.pose.rotations, plain.pose.rotations, atol=1e-9)
+    np.testing.assert_allclose(compiled.pose.stretch, plain.pose.stretch, atol=1e-9)
+    np.testing.assert_allclose(compiled.position_error, plain.position_error, atol=1e-9)
+    assert not np.any(skel.violations(skel.coordinates(compiled.pose)))
+    assert np.any(compiled.pose.stretch > 1e-3)  # the far hand stretches
+
+
+@pytest.mark.parametrize("limit", (None, 0.15))
+def test_one_frame_of_a_stretching_rig_equals_its_solve(limit):
+    """Live posing on a stretching rig takes the compiled one-frame path: ``solve``'s result
+    bit for bit, stretch included, warm starts too."""
+    rng = np.random.default_rng(23)
+    rigid = random_humanoid(rng)
+    skel = _stretchy(rigid, limit)
+    solver = Solver(skel, Settings())
+    pose = None
+    for pos in targets(rigid, rng, frames=6, far=1):
+        goals = Goals(position=pos[None])
+        got = solver.solve(goals, pose)
+        want = solve(skel, goals, Settings(), None if pose is None else pose.copy())
+        np.testing.assert_array_equal(got.pose.rotations, want.pose.rotations)
+        np.testing.assert_array_equal(got.pose.stretch, want.pose.stretch)
+        assert list(got.reason) == list(want.reason)
+        pose = got.pose
+    assert any(v is not None for v in solver._compiled.values())  # the compiled path ran
+
+
 def _arm(limited: bool) -> Skeleton:
     """A 3-bone arm 1 long: ball shoulder, hinge elbow, ball wrist; ``limited``: the elbow
     bends one way only (0..2.4 rad about X), the wrist is limited in swing and twist."""
