@@ -503,9 +503,11 @@ class Work(NamedTuple):
     rot: Array  # (B, 3, 3) the pose
     ds: Array  # (B,) and its stretch less the start's
     colw: Array  # (n,) the DOFs' weights (0: a stretch DOF locked at its limit)
+    lock: Array  # (n,) -1 / +1: the DOF is held at its min / max, 0: free
     prev_rot: Array  # the pose before the last step (restored when it is rejected)
     prev_ds: Array
     prev_colw: Array
+    prev_lock: Array
     best: Array  # the best pose seen,
     best_ds: Array
     best_pos: Array  # its position
@@ -574,6 +576,7 @@ def _frame(f, rig, fr, ru, out, w):
             w.rot[:] = w.prev_rot
             w.ds[:] = w.prev_ds
             w.colw[:] = w.prev_colw  # and a limit the step hit is free again
+            w.lock[:] = w.prev_lock
         r = math.sqrt(r2)
         out.history[k, f] = r
         out.last[f] = k
@@ -606,6 +609,7 @@ def _frame(f, rig, fr, ru, out, w):
             w.prev_rot[:] = w.rot
             w.prev_ds[:] = w.ds
             w.prev_colw[:] = w.colw
+            w.prev_lock[:] = w.lock
         if saddle:  # the step out of the saddle is kept even where it raises the error
             kicks += 1
             prev_r = np.inf
@@ -646,6 +650,8 @@ def _restart(rig, w, start):
     w.best_ds[:] = 0.0
     w.colw[:] = rig.dof_w
     w.prev_colw[:] = rig.dof_w
+    w.lock[:] = 0.0
+    w.prev_lock[:] = 0.0
     w.best_pos[:] = 0.0  # (kept as they are when no residual is finite)
     w.best_rot[:] = 0.0
 
@@ -667,9 +673,11 @@ def _work(rig, start, full):
         start.copy(),
         np.zeros(n_b),
         rig.dof_w.copy(),
+        np.zeros(n),
         start[:b_f].copy(),
         np.zeros(b_f),
         rig.dof_w[:n_f].copy(),
+        np.zeros(n_f),
         start[:b_f].copy(),
         np.zeros(b_f),
         np.zeros(e_f),
@@ -911,6 +919,7 @@ def _damped_step(r2, newton, f, rig, fr, ru, w):
     or with ``newton`` the damped Newton step where it exists (``_newton``); False when the
     normal matrix is not positive definite (the frame goes back to numpy)."""
     _jacobian(f, rig, fr, ru, w)
+    _release(rig, w)
     jw, jac, rows, sqrt_w, dof_w = w.jw, w.jac, rig.rows, rig.sqrt_w, w.colw
     m, n = jw.shape
     for i in range(m):
@@ -925,6 +934,22 @@ def _damped_step(r2, newton, f, rig, fr, ru, w):
         return False
     _solve_normal(w)
     return True
+
+
+@_piece
+def _release(rig, w):
+    """A DOF held at a limit whose gradient (J~^T e~)_j points back inside is free again
+    (``solve._weighted_jacobian``, ``Settings.keep_limits``)."""
+    rows, sqrt_w, jac, ew = rig.rows, rig.sqrt_w, w.jac, w.ew
+    for j in range(w.lock.shape[0]):
+        if w.lock[j] == 0.0:
+            continue
+        g = 0.0
+        for i in range(rows.shape[0]):
+            g += jac[rows[i], j] * sqrt_w[i] * ew[i]
+        if w.lock[j] * g < 0.0:
+            w.colw[j] = rig.dof_w[j]
+            w.lock[j] = 0.0
 
 
 @_piece
@@ -1349,7 +1374,7 @@ def _rotate(rig, w):
 def _stretch(f, rig, fr, w):
     """The update of the stretch DOFs: s <- s + ds (``Skeleton.apply``); one whose limits are
     kept is clamped into them and locked (its weight 0) when the step crosses one, as the
-    numpy loop does (``Skeleton.clamp_to_limits``, ``violations``)."""
+    numpy loop does (``Skeleton.clamp_sides``, ``violations``; ``_release`` frees it)."""
     for j in range(w.dq.shape[0]):
         if not rig.dof_stretch[j]:
             continue
@@ -1360,9 +1385,11 @@ def _stretch(f, rig, fr, w):
             if s < rig.dof_min[j] - 1e-12:
                 w.ds[b] = rig.dof_min[j] - fr.stretch[f, b]
                 w.colw[j] = 0.0
+                w.lock[j] = -1.0
             elif s > rig.dof_max[j] + 1e-12:
                 w.ds[b] = rig.dof_max[j] - fr.stretch[f, b]
                 w.colw[j] = 0.0
+                w.lock[j] = 1.0
 
 
 @_piece

@@ -612,15 +612,21 @@ class Skeleton:
 
     def clamp_to_limits(self, pose: Pose) -> NDArray[np.bool_]:
         """Clamp every limited DOF into its range (in place); returns the (F, n) violations."""
+        return np.asarray(self.clamp_sides(pose) != 0)
+
+    def clamp_sides(self, pose: Pose) -> NDArray[np.int8]:
+        """``clamp_to_limits``, the violations as (F, n) -1 (below the min), +1 (above the max),
+        0 (within)."""
         if not np.any(self.dof_limited):
-            return np.zeros((pose.frames, self.n_dofs), dtype=bool)
+            return np.zeros((pose.frames, self.n_dofs), dtype=np.int8)
         coords = self.coordinates(pose)
-        over = self.violations(coords)
+        below = coords < self.dof_min - 1e-12  # (``violations``)
+        over = below | (coords > self.dof_max + 1e-12)
         if np.any(over):
             fr, dof = np.nonzero(over)
             vals = np.clip(coords[fr, dof], self.dof_min[dof], self.dof_max[dof])
             self.set_coordinates(pose, fr, dof, vals)
-        return over
+        return np.where(below, -1, over.astype(np.int8)).astype(np.int8)
 
     def rest_offsets(self, pose: Pose, rest_pose: Pose | None = None) -> Array:
         """(F, n) each DOF's displacement from the rest pose (log map for rotations)."""

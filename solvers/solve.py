@@ -75,8 +75,11 @@ class Settings:
         the damping of the secondary goals' step. Secondary goals (``Goals.secondary``) always
         act in the null space ("exact" when this is "none").
     jacobian_at_targets: form the position rows at the target points (Buss 2009).
-    keep_limits: clamp limited DOFs and lock a violating DOF for the rest of the frame's solve
-        (the compiled loop has no limits: a frame it ends outside them runs this loop).
+    keep_limits: clamp limited DOFs into their ranges; a DOF a step pushes past a limit is held
+        at it (locked) until the error's gradient points back inside (an active set: a stretch
+        at its rest length, a knee held straight, is free again once the goals want it to
+        move away). The compiled loop clamps stretch DOFs the same way and has no rotation
+        limits: a frame it ends outside them runs this loop.
     second_order: the damped least-squares methods (lm, dls, lm_constant, lm_chan_lawrence)
         take the damped Newton step (J~^T J~ + S~ + b I) dt = J~^T e~ on frames with one unmet
         goal, out of reach (``_Problem.lower_bound``, ``lone_unmet``; not right after an undone
@@ -837,6 +840,9 @@ class _Active:
     rises: NDArray[np.intp]
     prev_pose: Pose  # the pose before the last step (restored when the step is rejected)
     prev_colw: Array  # the DOF weights before the last step (limits it hit lock DOFs)
+    lock: NDArray[np.int8]  # (F, n) -1 / +1: the DOF is held at its min / max, 0: free
+    prev_lock: NDArray[np.int8]  # as it was before the last step
+    colw0: Array  # the DOF weights a lock gives back
     scale: Array  # the step's length factor: halved when a step is rejected, doubled back after
     kicks: NDArray[np.intp]  # how often the frame was bent out of a saddle point
     colw: Array  # DOF weights; 0 locks a DOF (stiffness, limits)
@@ -871,6 +877,9 @@ class _Active:
             "kicks",
             "prev_colw",
             "colw",
+            "lock",
+            "prev_lock",
+            "colw0",
             "dmax",
             "prev_pos",
             "targets_model",
@@ -1002,6 +1011,11 @@ def _start(
     """The working arrays of every frame at the start."""
     skel, st = problem.skel, problem.settings
     frames, n_eff, n = goals.frames, skel.n_effectors, skel.n_dofs
+    colw = (
+        np.broadcast_to(skel.dof_weight, (frames, n)).copy()
+        if goals.on is None
+        else skel.dof_weight * ((goals.on.astype(float) @ skel.dof_moves) > 0)
+    )
     return _Active(
         index=np.arange(frames),
         pose=start.copy(),
@@ -1018,11 +1032,12 @@ def _start(
         rises=np.zeros(frames, dtype=np.intp),
         prev_pose=start.copy(),
         prev_colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy(),
+        lock=np.zeros((frames, n), dtype=np.int8),
+        prev_lock=np.zeros((frames, n), dtype=np.int8),
+        colw0=colw.copy(),
         scale=np.ones(frames),
         kicks=np.zeros(frames, dtype=np.intp),
-        colw=np.broadcast_to(skel.dof_weight, (frames, n)).copy()
-        if goals.on is None
-        else skel.dof_weight * ((goals.on.astype(float) @ skel.dof_moves) > 0),
+        colw=colw,
         dmax=carry.get("dmax", np.full((frames, n_eff), np.inf)),  # D_max,i starts at infinity
         prev_pos=carry.get("prev_pos"),
         targets_model=goals.targets_model() if st.jacobian_at_targets else None,
@@ -1054,6 +1069,7 @@ def _evaluate(
             idx = np.flatnonzero(rose)
             a.pose.put(idx, a.prev_pose.take(idx))
             a.colw[idx] = a.prev_colw[idx]  # and a limit the step hit is free again
+            a.lock[idx] = a.prev_lock[idx]
             kin = skel.forward_kinematics(a.pose)
             err = problem.errors(kin, a.goals)
     return kin, err, rose
@@ -1190,9 +1206,9 @@ def _step(
         e6[..., :3] *= np.where(err.pos > limit, limit / np.maximum(err.pos, 1e-300), 1.0)[
             ..., None
         ]
-    jac, jw = _weighted_jacobian(problem, a, kin)
     f_act = len(a.index)
     ew = e6.reshape(f_act, -1)[:, problem.rows] * problem.row_weights(a.goals)
+    jac, jw = _weighted_jacobian(problem, a, kin, ew)
     ctx = StepContext(
         0.5 * np.einsum("fm,fm->f", ew, ew),
         problem.blocks,
@@ -1216,7 +1232,7 @@ def _step(
         dq = clamp_max_abs(dq, st.max_step, skel.dof_rotational)
     if reject:
         dq = dq * a.scale[:, None]
-        a.prev_pose, a.prev_colw = a.pose, a.colw.copy()
+        a.prev_pose, a.prev_colw, a.prev_lock = a.pose, a.colw.copy(), a.lock.copy()
     dq[stationary] = 0.0
     # the step out of a saddle is kept even where it raises the error
     a.prev_r = np.where(saddles, np.inf, a.prev_r)
@@ -1251,9 +1267,13 @@ def _newton_step(
     dt[idx[ok]] = step[ok]
 
 
-def _weighted_jacobian(problem: _Problem, a: _Active, kin: Kinematics) -> tuple[Array, Array]:
+def _weighted_jacobian(
+    problem: _Problem, a: _Active, kin: Kinematics, ew: Array
+) -> tuple[Array, Array]:
     """(the Jacobian J, (F, E, 6, n) with world position rows and aim goals' rows; the
-    weighted J~ of the rows solved for)."""
+    weighted J~ of the rows solved for); first a DOF held at a limit whose gradient
+    (J^T W e)_j now points back inside is free again (``Settings.keep_limits``), ``ew`` the
+    weighted error e~."""
     skel = problem.skel
     n_eff, n = skel.n_effectors, skel.n_dofs
     jac = skel.jacobian(kin, a.targets_model)
@@ -1273,12 +1293,14 @@ def _weighted_jacobian(problem: _Problem, a: _Active, kin: Kinematics) -> tuple[
         jac[:, problem.aim] = 0.0
         jac[:, problem.aim, :2] = aim_jac
     f_act = len(a.index)
-    jw = (
-        jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
-        * problem.row_weights(a.goals)[:, :, None]
-        * a.colw[:, None, :]
-    )
-    return jac, jw
+    rows = jac.reshape(f_act, n_eff * 6, n)[:, problem.rows]
+    rows = rows * problem.row_weights(a.goals)[..., None]
+    if np.any(a.lock):
+        # descent moves DOF j along +(J~^T e~)_j: a lock at the min (-1) whose gradient is
+        # positive, or at the max with a negative one, is released
+        free = a.lock * np.einsum("fmn,fm->fn", rows, ew) < 0.0
+        a.colw[free], a.lock[free] = a.colw0[free], 0
+    return jac, rows * a.colw[:, None, :]
 
 
 def _stationary(
@@ -1358,7 +1380,9 @@ def _update(
     skel, st = problem.skel, problem.settings
     a.pose = skel.apply(a.pose, dq)
     if st.keep_limits:
-        a.colw[skel.clamp_to_limits(a.pose)] = 0.0  # lock a DOF that hit its limit
+        side = skel.clamp_sides(a.pose)  # lock a DOF that hit its limit at that limit
+        hit = side != 0
+        a.colw[hit], a.lock[hit] = 0.0, side[hit]
     bad = ~(np.all(np.isfinite(dq), axis=1) & np.all(np.isfinite(a.pose.rotations), axis=(1, 2, 3)))
     # Sugihara's stop (a): every component of the step below step_tolerance
     tiny = ~bad & ~stationary & (np.abs(dq).max(axis=1, initial=0.0) < st.step_tolerance)
