@@ -234,7 +234,7 @@ def _outside(
     if not (problem.settings.keep_limits and np.any(skel.dof_limited)):
         return np.zeros(len(rotations), dtype=bool)
     stretch = start.stretch if stretch is None else stretch
-    coords = skel.coordinates(Pose(rotations, start.locations, stretch))
+    coords = skel.coordinates(Pose(rotations, start.locations, stretch), limited=True)
     return np.asarray(np.any(skel.violations(coords), axis=1))
 
 

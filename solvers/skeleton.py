@@ -23,7 +23,7 @@ rows. Every column is checked against finite differences in the tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -533,12 +533,17 @@ class Skeleton:
             rot = mul(exp_so3(d[ROT_PRE]), rot)
         return Pose(rot, pose.locations + d[LOCATION], pose.stretch + d[STRETCH][..., 1])
 
-    def coordinates(self, pose: Pose) -> Array:
-        """(F, n) the coordinate of every DOF that limits apply to (see Joint.limits)."""
+    def coordinates(self, pose: Pose, limited: bool = False) -> Array:
+        """(F, n) the coordinate of every DOF that limits apply to (see Joint.limits); with
+        ``limited`` only those of the limited DOFs (the others 0: what ``violations`` needs,
+        without the swing-twist of every bone on a rig whose limits are a few stretches)."""
         f = pose.frames
         out = np.zeros((f, self.n_dofs))
-        rot_coords = self._rotation_coordinates(pose.rotations)  # (F, B, 3) by axis
-        for j in range(self.n_dofs):
+        dofs = np.flatnonzero(self.dof_limited) if limited else range(self.n_dofs)
+        turns = self.dof_limited & (self.dof_kind <= ROT_POST)
+        bones = np.unique(self.dof_bone[turns]) if limited else range(self.n_bones)
+        rot_coords = self._rotation_coordinates(pose.rotations, bones)  # (F, B, 3) by axis
+        for j in dofs:
             b, k, a = self.dof_bone[j], self.dof_kind[j], self.dof_axis[j]
             if k <= ROT_POST:
                 out[:, j] = rot_coords[:, b, a]
@@ -548,10 +553,11 @@ class Skeleton:
                 out[:, j] = pose.stretch[:, b]
         return out
 
-    def _rotation_coordinates(self, rot: Array) -> Array:
+    def _rotation_coordinates(self, rot: Array, bones: Iterable[int] | None = None) -> Array:
         out = np.zeros((*rot.shape[:2], 3))
-        for b in range(self.n_bones):
-            out[:, b] = self._bone_coordinates(b, rot[:, b])
+        for b in range(self.n_bones) if bones is None else bones:
+            if self.rot_kind[b] != KIND_NONE:
+                out[:, b] = self._bone_coordinates(b, rot[:, b])
         return out
 
     def _bone_coordinates(self, b: int, rot: Array) -> Array:
@@ -619,7 +625,7 @@ class Skeleton:
         0 (within)."""
         if not np.any(self.dof_limited):
             return np.zeros((pose.frames, self.n_dofs), dtype=np.int8)
-        coords = self.coordinates(pose)
+        coords = self.coordinates(pose, limited=True)
         below = coords < self.dof_min - 1e-12  # (``violations``)
         over = below | (coords > self.dof_max + 1e-12)
         if np.any(over):

@@ -42,6 +42,8 @@ def problems(draw):
                 for a in axes
             }
         stretch = draw(st.booleans())
+        if stretch and draw(st.booleans()):  # the bridge's range: 0 .. (max_stretch - 1) L
+            limits["stretch"] = (0.0, draw(st.floats(0.0, 1.0)))
         joints.append(
             Joint(
                 axes,
@@ -100,8 +102,34 @@ def test_solve_is_always_finite_and_within_limits(problem, method, clamp, mode):
         assert np.all(np.isfinite(arr))
     r = result.pose.rotations
     assert np.allclose(r @ np.swapaxes(r, -1, -2), np.eye(3), atol=1e-9)
+    _within_limits(skel, result.pose)
+
+
+def _within_limits(skel: Skeleton, pose: Pose) -> None:
+    """The limited DOFs' coordinates within their ranges (``coordinates(limited=True)`` gives
+    the same ones as the full coordinates)."""
     if skel.n_dofs and np.any(skel.dof_limited):
-        coords = skel.coordinates(result.pose)
-        limited = skel.dof_limited & skel.dof_rotational
+        coords = skel.coordinates(pose)
+        limited = skel.dof_limited
+        np.testing.assert_array_equal(
+            skel.coordinates(pose, limited=True)[:, limited], coords[:, limited]
+        )
         assert np.all(coords[:, limited] >= skel.dof_min[limited] - 1e-6)
         assert np.all(coords[:, limited] <= skel.dof_max[limited] + 1e-6)
+
+
+@settings(
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 60)),
+    deadline=None,
+    derandomize=not os.environ.get("HYPOTHESIS_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(problems(), st.sampled_from(["lm", "dls", "lm_constant", "lm_chan_lawrence"]))
+def test_compiled_solve_is_always_finite_and_within_limits(problem, method):
+    """The settings the compiled loop covers (converge mode, no clamps): stretch DOFs with
+    their ranges run there, the frames it ends outside rotation limits in the numpy loop."""
+    skel, goals, start = problem
+    result = solve(skel, goals, Settings(method=method, max_iterations=25), start)
+    for arr in (result.pose.rotations, result.pose.stretch, result.position_error):
+        assert np.all(np.isfinite(arr))
+    _within_limits(skel, result.pose)
