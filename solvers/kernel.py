@@ -573,19 +573,13 @@ def _frame(f, rig, fr, ru, out, w):
             if not rose:
                 break
             undone = True
-            w.rot[:] = w.prev_rot
-            w.ds[:] = w.prev_ds
-            w.colw[:] = w.prev_colw  # and a limit the step hit is free again
-            w.lock[:] = w.prev_lock
+            _undo(w)
         r = math.sqrt(r2)
         out.history[k, f] = r
         out.last[f] = k
         if r < best_r:
             best_r = r
-            w.best[:] = w.rot
-            w.best_ds[:] = w.ds
-            w.best_pos[:] = w.pos_e
-            w.best_rot[:] = w.rot_e
+            _keep_best(w)
         if k > 0:
             rises = rises + 1 if r > prev_r else 0
         diverging = rises >= ru.div_count
@@ -606,10 +600,7 @@ def _frame(f, rig, fr, ru, out, w):
         stationary, saddle = _stationary(f, r, met, beyond, scale, kicks < 1, rig, fr, ru, w)
         _joint_step(rig, ru, w, scale, stationary, saddle)
         if ru.reject:
-            w.prev_rot[:] = w.rot
-            w.prev_ds[:] = w.ds
-            w.prev_colw[:] = w.colw
-            w.prev_lock[:] = w.lock
+            _save(w)
         if saddle:  # the step out of the saddle is kept even where it raises the error
             kicks += 1
             prev_r = np.inf
@@ -636,6 +627,33 @@ def _frame(f, rig, fr, ru, out, w):
     out.rot[f] = w.best_rot
     out.iterations[f] = it
     out.reason[f] = why
+
+
+@_piece
+def _undo(w):
+    """Back to the pose before the last step (and a limit the step hit is free again)."""
+    w.rot[:] = w.prev_rot
+    w.ds[:] = w.prev_ds
+    w.colw[:] = w.prev_colw
+    w.lock[:] = w.prev_lock
+
+
+@_piece
+def _save(w):
+    """The pose before a step, for ``_undo``."""
+    w.prev_rot[:] = w.rot
+    w.prev_ds[:] = w.ds
+    w.prev_colw[:] = w.colw
+    w.prev_lock[:] = w.lock
+
+
+@_piece
+def _keep_best(w):
+    """The pose as the best seen, with its errors."""
+    w.best[:] = w.rot
+    w.best_ds[:] = w.ds
+    w.best_pos[:] = w.pos_e
+    w.best_rot[:] = w.rot_e
 
 
 @_piece
