@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -100,10 +101,6 @@ class Bake:
 
 def bake_blender(ob: Any, spec: RigSpec, frames: int) -> Bake:
     """Blender's Bake Action of the chains' bones (visual keying, into the current action)."""
-    names = chain_bones(ob, spec)
-    for pb in ob.pose.bones:
-        pb.select = pb.name in names
-    selected = [ob.pose.bones[n] for n in names]
     keys0 = count_keys(ob)
     scene = bpy.context.scene
     # evaluation alone (what the IK costs per frame_set), for the time split
@@ -112,7 +109,19 @@ def bake_blender(ob: Any, spec: RigSpec, frames: int) -> Bake:
         scene.frame_set(f)
     t_eval = time.perf_counter() - t0
     scene.frame_set(1)
-    with override(ob, selected):
+    elapsed, ok = bake_action(ob, chain_bones(ob, spec), frames)
+    return Bake(elapsed, count_keys(ob) - keys0, {"frame_set_with_ik": t_eval}, ok)
+
+
+def bake_action(ob: Any, names: Collection[str], frames: int) -> tuple[float, bool]:
+    """Blender's Bake Action of the bones ``names`` over frames 1..``frames`` (visual keying,
+    into the current action): (seconds, whether it finished)."""
+    for pb in ob.pose.bones:
+        if hasattr(pb, "select"):
+            pb.select = pb.name in names
+        else:  # Blender before 5.0
+            ob.data.bones[pb.name].select = pb.name in names
+    with override(ob, [ob.pose.bones[n] for n in names]):
         t0 = time.perf_counter()
         result = bpy.ops.nla.bake(
             frame_start=1,
@@ -123,10 +132,7 @@ def bake_blender(ob: Any, spec: RigSpec, frames: int) -> Bake:
             use_current_action=True,
             bake_types={"POSE"},
         )
-        elapsed = time.perf_counter() - t0
-    return Bake(
-        elapsed, count_keys(ob) - keys0, {"frame_set_with_ik": t_eval}, result == {"FINISHED"}
-    )
+        return time.perf_counter() - t0, result == {"FINISHED"}
 
 
 def bake_ours(ob: Any, frames: int, method: str, mode: str) -> Bake:

@@ -80,26 +80,9 @@ def chain_names(rig: Any) -> list[str]:
 
 def bake_blender(rig: Any, frames: int) -> float:
     """Blender's Bake Action of the chains (visual keying into the action); seconds."""
-    import bpy
-
-    names = set(chain_names(rig))
-    for pb in rig.pose.bones:
-        if hasattr(pb, "select"):
-            pb.select = pb.name in names
-        else:  # Blender before 5.0
-            rig.data.bones[pb.name].select = pb.name in names
-    with blender.override(rig, [rig.pose.bones[n] for n in names]):
-        t0 = time.perf_counter()
-        bpy.ops.nla.bake(
-            frame_start=1,
-            frame_end=frames,
-            only_selected=True,
-            visual_keying=True,
-            clear_constraints=False,
-            use_current_action=True,
-            bake_types={"POSE"},
-        )
-        return time.perf_counter() - t0
+    elapsed, ok = blender.bake_action(rig, set(chain_names(rig)), frames)
+    assert ok
+    return elapsed
 
 
 def bake_ours(rig: Any, frames: int) -> float:
