@@ -109,8 +109,8 @@ SMOKE: dict[str, Smoke] = {
     f"{PY} -m benchmarks.zoo --seed 1919 --count 3 --kinds long_tentacle --frames 100": Smoke(
         f"{PY} -m benchmarks.zoo --seed 1919 --count 1 --kinds long_tentacle --frames 4 --out out"
     ),
-    f"{PY} -m benchmarks.rigify": Smoke(
-        f"{PY} -m benchmarks.rigify --frames 3 --repeats 1 --steps 3"
+    f"{PY} -m benchmarks.rigify_ik": Smoke(
+        f"{PY} -m benchmarks.rigify_ik --frames 3 --repeats 1 --steps 3"
     ),
     f"{PY} -m benchmarks.blas_threads --seed 2121 --only 0,5,10 --limits": Smoke(
         f"{PY} -m benchmarks.blas_threads --seed 2121 --only 0 --limits --frames 4 --repeats 1"

@@ -57,3 +57,18 @@ def test_no_function_over_80_lines():
         for name, lines in long_functions(p.read_text(encoding="utf-8"))
     ]
     assert not too_long, "split these along their jobs:\n" + "\n".join(too_long)
+
+
+def test_no_script_folder_module_shadows_a_bundled_add_on() -> None:
+    """benchmarks/ and scripts/ go on ``sys.path`` (benchmarks/live.py, the demo): a module
+    there named like one of Blender's bundled add-ons is what ``addon_utils.enable`` then
+    imports (a benchmarks/rigify.py broke Rigify's meta-rig operator in the playback benchmark)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("bpy")
+    assert spec is not None and spec.submodule_search_locations
+    bpy_dir = Path(next(iter(spec.submodule_search_locations)))
+    add_ons = {p.name.removesuffix(".py") for p in bpy_dir.glob("*/scripts/addons_core/*")}
+    assert "rigify" in add_ons
+    ours = {p.stem for folder in ("benchmarks", "scripts") for p in (ROOT / folder).glob("*.py")}
+    assert not ours & add_ons

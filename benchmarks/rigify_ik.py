@@ -14,9 +14,10 @@ stretch. In one run:
   per update), then with the IK constraints put back (Blender's IK in the evaluation): the
   update's median and 95th percentile, and our handler's.
 
-::
+(Named rigify_ik: benchmarks/ is on ``sys.path`` in other benchmarks, where a module named
+rigify would be what enabling Blender's Rigify imports.) ::
 
-    .venv/bin/python -m benchmarks.rigify [--frames 100] [--repeats 3] [--steps 300] [--amp 1]
+    .venv/bin/python -m benchmarks.rigify_ik [--frames 100] [--repeats 3] [--steps 300] [--amp 1]
 """
 
 from __future__ import annotations
