@@ -20,9 +20,12 @@ IK stretch
     that moves its tail and children (solver ``Joint(stretch=True)``), with
     - range 0 <= s <= (max_stretch - 1) L: the bone never gets shorter than its rest length L
       and its tail moves out to at most ``max_stretch`` L (a setting, default 2);
-    - stiffness 1 - ik_stretch: the DOF's weight in the solver is ik_stretch itself (0.1: the
-      solver prefers rotating ten times over stretching; 1: stretching costs as much as
-      rotating by one radian per model unit). No other transformation of the value.
+    - stiffness 1 - ik_stretch: the DOF's weight in the solver is ik_stretch itself, in units
+      of the longest stretching chain through the bone (``Joint.length``: 0.1, the solver
+      prefers rotating ten times over stretching; 1, stretching by the chain's length costs as
+      much as rotating by one radian). Blender's IK measures stretch in its tree's length too:
+      with model units instead, a rig in centimetres (an FBX import, object scale 0.01) hardly
+      stretched, and missed targets beyond reach by 0.2-1.5 m where Blender met them.
     It is written back as Blender's IK writes it (iksolver_plugin.cc, ``execute_posetree``): a
     uniform pose scale k = (L + s) / L, and on a chain bone that inherits the scale of a
     stretched parent its own k over the parent's (1 / k_parent when it does not stretch), so no
@@ -42,7 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import Joint, Skeleton
+from ..solvers import Skeleton
 from .rig import RigModel, ScaledBone
 from .write import Channel, animated_paths, driven_paths, object_fcurves, rotation_attr
 
@@ -92,7 +95,7 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
     joints = list(model.skeleton.joints)
     warnings = list(model.warnings) + override_warnings(ob, model)
     changed = False
-    stretchy = stretch_allowed(model)
+    stretchy = stretch_allowed(model, ob)
     for b in model.free:
         pb = pbones[model.names[b]]
         joint = joints[b]
@@ -110,12 +113,12 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
             length = float(pb.bone.length)
             all_limits["stretch"] = (0.0, (max_stretch - 1.0) * length)
             stiffness["stretch"] = min(max(1.0 - float(pb.ik_stretch), 0.0), 0.99)
-        joints[b] = Joint(
-            rotation_axes=joint.rotation_axes,
-            location_axes=joint.location_axes,
+        joints[b] = replace(
+            joint,
             stretch=stretch or joint.stretch,
             limits=all_limits,
             stiffness=stiffness,
+            length=stretchy[b] if stretch else joint.length,
         )
     if not changed:
         return replace(model, warnings=warnings)
@@ -126,16 +129,26 @@ def apply_rig_limits(ob: Any, model: RigModel, max_stretch: float = 2.0) -> RigM
     return replace(model, scaled=tuple(solve_scaled(ob, model)))
 
 
-def stretch_allowed(model: RigModel) -> set[int]:
-    """The bones of the chains of the goals with Stretch on (``use_stretch``): only they may
-    stretch. Blender's IK constraint stretches its chain's bones only with its Stretch on;
-    imported, the goal keeps the constraint's setting (with it off, a chain with IK stretch
-    0.5 was baked 1.34 times longer toward a target out of reach while Blender's IK kept it)."""
-    out: set[int] = set()
+def stretch_allowed(model: RigModel, ob: Any) -> dict[int, float]:
+    """The bones of the chains of the goals with Stretch on (``use_stretch``), only they may
+    stretch, each with the length of the longest such chain through it (the sum of its bones'
+    lengths, model units). Blender's IK constraint stretches its chain's bones only with its
+    Stretch on; imported, the goal keeps the constraint's setting (with it off, a chain with
+    IK stretch 0.5 was baked 1.34 times longer toward a target out of reach while Blender's IK
+    kept it)."""
+    skel, bones = model.skeleton, ob.data.bones
+    lengths = [float(bones[name].length) for name in model.names]
+    out: dict[int, float] = {}
     for e, goal in enumerate(model.goals):
         if getattr(goal, "use_stretch", True):
-            chain = model.skeleton.effectors[e].chain
-            out |= set(range(model.skeleton.n_bones)) if chain is None else set(chain)
+            chain = skel.effectors[e].chain
+            if chain is None:
+                chain, b = (), int(skel.eff_bone[e])
+                while b >= 0:
+                    chain, b = (*chain, b), int(skel.parents[b])
+            length = max(sum(lengths[b] for b in chain), 1e-9)
+            for b in chain:
+                out[b] = max(out.get(b, 0.0), length)
     return out
 
 

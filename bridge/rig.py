@@ -393,7 +393,9 @@ def build_model(ob: Any) -> RigModel:
     locks = set().union(
         *(c for c, (_, g) in zip(chains, goals, strict=True) if g.use_transform_locks)
     )
-    pose_index, joints, free_list = _joints(ob, order, free, locks, root, warnings)
+    # Move Root's translation is weighed in the longest chain's length (Joint.length)
+    reach = max(sum(float(bones[b].length) for b in c) for c in chains)
+    pose_index, joints, free_list = _joints(ob, order, free, locks, (root, reach), warnings)
     # each goal's own chain (and Move Root's bone): a goal moves the chains of its IK tree,
     # never a bone only another tree's chain holds (Blender's chain length)
     effectors = [
@@ -509,14 +511,15 @@ def _joints(
     order: list[int],
     free: set[int],
     locks: set[int],
-    root: int,
+    root_reach: tuple[int, float],
     warnings: list[str],
 ) -> tuple[NDArray[np.intp], list[Joint], list[int]]:
     """Per bone of ``order``: its pose bone's index, its joint (locked outside the chains,
     with its rotation locks when in ``locks``, six DOFs for the moving root) and the model
     indices of the bones that can turn; warnings for what the solver does not reproduce are
-    appended. RigError when nothing can move."""
-    bones = ob.data.bones
+    appended. RigError when nothing can move. ``root_reach``: the moving root (-1: none) and
+    the length its translation is weighed in."""
+    (root, reach), bones = root_reach, ob.data.bones
     pbones = ob.pose.bones
     pose_index = np.array([pbones.find(bones[b].name) for b in order], dtype=np.intp)
     joints: list[Joint] = []
@@ -525,7 +528,7 @@ def _joints(
         pb = pbones[int(pose_index[i])]
         joint = _joint(pb, b in locks) if b in free else Joint(rotation_axes="")
         if b == root:
-            joint = full_body.root_joint(pb, ob.jacobian_ik.root_stiffness)
+            joint = full_body.root_joint(pb, ob.jacobian_ik.root_stiffness, reach)
         if joint.rotation_axes:
             free_list.append(i)
         if b in free and pb.ik_stretch > 0.0:

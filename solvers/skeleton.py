@@ -54,6 +54,11 @@ class Joint:
         components (x, z) and its twist (y); a hinge's its angle; a two-axis joint's its two
         angles.
     stiffness: ``{key: s}`` with s in [0, 1); the DOF's weight is 1 - s (a stiff DOF moves less).
+    length: the length (model units) the joint's location and stretch DOFs are weighed in:
+        moving by one ``length`` costs what turning by one radian costs (their weights are
+        (1 - s) x ``length``). With a chain's length, the solve is the same whatever the rig's
+        units: a rig in centimetres moves as the same rig in metres, as Blender's IK, which
+        measures translations in the IK tree's length, moves it.
     """
 
     rotation_axes: str = "XYZ"
@@ -61,6 +66,7 @@ class Joint:
     stretch: bool = False
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     stiffness: Mapping[str, float] = field(default_factory=dict)
+    length: float = 1.0
 
     def __post_init__(self) -> None:
         for axes in (self.rotation_axes, self.location_axes):
@@ -76,6 +82,8 @@ class Joint:
                 raise SkeletonError(f"unknown stiffness {key!r}; expected one of {DOF_KEYS}")
             if not 0.0 <= s < 1.0:
                 raise SkeletonError(f"stiffness {key!r} must be in [0, 1), got {s}")
+        if not (np.isfinite(self.length) and self.length > 0.0):
+            raise SkeletonError(f"length must be positive and finite, got {self.length}")
 
     @classmethod
     def ball(cls, **kw: object) -> Joint:
@@ -90,13 +98,14 @@ class Joint:
         return cls("")
 
     @classmethod
-    def free(cls, stiffness: float = 0.0) -> Joint:
+    def free(cls, stiffness: float = 0.0, length: float = 1.0) -> Joint:
         """A free-floating root: six DOFs, a ball joint and a translation along the three axes
         of its rest frame (Blender's pose location and rotation of a root bone), all with the
-        same ``stiffness`` (a reluctant root moves less than the chains)."""
+        same ``stiffness`` (a reluctant root moves less than the chains), its translation
+        weighed in ``length``."""
         keys = ("rot_x", "rot_y", "rot_z", "loc_x", "loc_y", "loc_z")
         stiff = {k: stiffness for k in keys} if stiffness > 0 else {}
-        return cls("XYZ", location_axes="XYZ", stiffness=stiff)
+        return cls("XYZ", location_axes="XYZ", stiffness=stiff, length=length)
 
 
 @dataclass(frozen=True)
@@ -316,6 +325,8 @@ class Skeleton:
         for j in range(n):
             joint = self.joints[bone[j]]
             self.dof_weight[j] = 1.0 - joint.stiffness.get(key[j], 0.0)
+            if kind[j] > ROT_POST:  # location, stretch
+                self.dof_weight[j] *= joint.length
             lo, hi = joint.limits.get(key[j], (-np.inf, np.inf))
             self.dof_min[j], self.dof_max[j] = lo, hi
         self.dof_rotational = self.dof_kind <= ROT_POST

@@ -154,3 +154,46 @@ def test_fbx_round_trip_bakes_like_the_original(
     print(f"FBX auto={automatic} mixamo={mixamo}: original {reference:.2e}, imported {error:.2e}")
     assert reference < 1e-4
     assert error <= max(2.0 * reference, 1e-5)
+
+
+def test_a_mixamo_scaled_rig_stretches_and_moves_its_hips_as_the_original(clean: Any) -> None:
+    """IK stretch and Move Root weigh their translations in the chains' length, not in model
+    units: the same rig with bones 100x under an object scale of 0.01 takes the original's
+    pose (to 1e-5 m). In model units, its hips turned where the original's moved and its arms
+    hardly stretched: targets out of reach missed by 0.2-1.5 m where Blender's IK met them."""
+    rng = np.random.default_rng(11)
+    original = _build(rng)
+    scaled = original.copy()
+    scaled.data = original.data.copy()
+    bpy.context.scene.collection.objects.link(scaled)
+    _mixamo(scaled)
+    targets = {}
+    for leaf, push in (("hand.L", 1.35), ("hand.R", 1.1), ("head", 1.0)):
+        shoulder = original.pose.bones[leaf].parent.parent.head
+        tail = original.pose.bones[leaf].tail
+        targets[leaf] = bpy.data.objects.new(f"T {leaf}", None)
+        bpy.context.scene.collection.objects.link(targets[leaf])
+        away = Vector(rng.uniform(-0.15, 0.15, 3))
+        targets[leaf].location = shoulder + (tail - shoulder) * push + away
+    bpy.context.view_layer.update()
+    tails = []
+    for ob in (original, scaled):
+        ob.jacobian_ik.move_root = True
+        for leaf, empty in targets.items():
+            goal = ob.jacobian_ik.goals.add()
+            goal.bone, goal.target, goal.chain_length = leaf, empty, 3
+            goal.use_stretch = True
+            for name in ("upper_arm", "forearm"):
+                if leaf.startswith("hand"):
+                    ob.pose.bones[f"{name}.{leaf[-1]}"].ik_stretch = 0.1
+        clean.bridge.run(ob, bpy.context.scene, None)
+        bpy.context.view_layer.update()
+        tails.append([ob.matrix_world @ pb.tail for pb in ob.pose.bones])
+        errors = [
+            (ob.matrix_world @ ob.pose.bones[n].tail - e.location).length
+            for n, e in targets.items()
+        ]
+        assert max(errors) < 1e-4, errors
+    assert original.pose.bones["upper_arm.L"].scale.y > 1.01  # the far hand stretches
+    assert original.pose.bones["hips"].location.length > 1e-3  # and the hips move
+    assert max((a - b).length for a, b in zip(*tails, strict=True)) < 1e-5

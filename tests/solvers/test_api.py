@@ -52,6 +52,9 @@ def test_bad_skeletons_are_named_errors():
         Joint("XXQ")
     with pytest.raises(SkeletonError, match="stiffness"):
         Joint(stiffness={"rot_x": 1.0})
+    for length in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(SkeletonError, match="length"):
+            Joint(location_axes="X", length=length)
 
 
 @pytest.mark.parametrize("mirror", [(-1, 1, 1), (1, -1, 1), (-1, -1, -1)])

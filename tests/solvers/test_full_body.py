@@ -5,6 +5,7 @@ from seeds, never tuned to one pose.
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -335,3 +336,47 @@ def _log(r):
     from jacobian_ik.solvers import angle_axis
 
     return angle_axis(r)
+
+
+# -- units ----------------------------------------------------------------------------------------
+
+
+def _in_units(skel, k, length):
+    """``skel`` measured in units k times smaller (a rig in centimetres: k = 100), IK stretch on
+    the arms (range 0..0.15 m), the translations weighed in ``length`` (model units)."""
+    joints = []
+    for b, j in enumerate(skel.joints):
+        stretch = NAMES[b].startswith(("upper_arm", "forearm"))
+        lim = {key: (lo * k, hi * k) for key, (lo, hi) in j.limits.items() if "loc" in key}
+        lim |= {"stretch": (0.0, 0.15 * k)} if stretch else {}
+        stiff = dict(j.stiffness) | ({"stretch": 0.9} if stretch else {})
+        joints.append(Joint(j.rotation_axes, j.location_axes, stretch, lim, stiff, length))
+    rest = np.tile(np.eye(4), (skel.n_bones, 1, 1))
+    rest[:, :3, :3], rest[:, :3, 3] = skel.rest_rot, skel.rest_pos * k
+    effectors = [replace(e, offset=tuple(k * np.asarray(e.offset))) for e in skel.effectors]
+    return Skeleton(skel.parents, rest, joints, effectors, names=NAMES)
+
+
+def test_a_rig_in_centimetres_moves_as_in_metres(rng):
+    """Location and stretch DOFs weighed in a length (``Joint.length``; the bridge gives them
+    the chain's): the same rig in centimetres under an object scale of 0.01 (an FBX import)
+    moves its hips and stretches its arms as in metres. Weighed per model unit, it takes
+    another pose (its hips and stretch 100x more reluctant)."""
+    frames = 6
+    hands = forward_targets(rng, frames) * [1.3, 1.2, 1.0]  # some beyond a leaning body
+    metres, _ = humanoid(free_root=True)
+    results = {}
+    for k, length in ((1.0, 0.9), (100.0, 90.0), (100.0, 0.9)):
+        skel = _in_units(metres, k, length)
+        goals = reach_goals(skel, hands, frames)
+        goals.position[:, 2:4] /= k  # the feet where they stand, in the world
+        base = np.diag([1.0 / k] * 3 + [1.0])
+        results[k, length] = solve(skel, replace(goals, base=base), Settings())
+    m, cm, per_unit = results[1.0, 0.9], results[100.0, 90.0], results[100.0, 0.9]
+    assert np.any(m.pose.stretch > 1e-3) and np.any(np.abs(m.pose.locations) > 1e-3)
+    assert m.iterations.tolist() == cm.iterations.tolist()
+    np.testing.assert_allclose(cm.pose.rotations, m.pose.rotations, atol=1e-8)
+    np.testing.assert_allclose(cm.pose.locations / 100, m.pose.locations, atol=1e-10)
+    np.testing.assert_allclose(cm.pose.stretch / 100, m.pose.stretch, atol=1e-10)
+    np.testing.assert_allclose(cm.position_error, m.position_error, atol=1e-9)
+    assert np.abs(per_unit.pose.rotations - m.pose.rotations).max() > 0.05
