@@ -227,7 +227,9 @@ class JacobianIKSettings(bpy.types.PropertyGroup):
     )
     max_stretch: FloatProperty(  # type: ignore[valid-type]
         name="Max Stretch",
-        description="Bones with IK Stretch may grow up to this factor of their length",
+        description="Bones with IK Stretch may grow up to this factor of their length "
+        "(Import IK Constraints raises it to 10 for a chain that stretches: Blender's IK "
+        "stretches without a bound)",
         default=2.0,
         min=1.0,
         soft_max=4.0,

@@ -132,6 +132,58 @@ def _unsupported(ob: Any, con: Any) -> str:
     return ""
 
 
+def _goal_from(ob: Any, pbone: Any, con: Any) -> Any:
+    """A new goal of ``ob`` with IK constraint ``con``'s bone, target, chain, tail, stretch and
+    pole (its weights are the caller's)."""
+    goal = ob.jacobian_ik.goals.add()
+    goal.bone = pbone.name
+    goal.target = con.target
+    goal.target_bone = con.subtarget if con.target.type == "ARMATURE" else ""
+    goal.chain_length = con.chain_count
+    goal.use_tail = con.use_tail
+    goal.use_transform_locks = False  # as Blender's IK: only the IK locks
+    goal.use_stretch = con.use_stretch
+    pole = con.pole_target
+    if pole is not None:
+        goal.pole_target = pole
+        goal.pole_target_bone = con.pole_subtarget if pole.type == "ARMATURE" else ""
+        # the side the chain bends to, as Blender's pole angle sets it
+        goal.pole_angle = poles.blender_pole_angle(ob, goal, con.pole_angle)
+    return goal
+
+
+IMPORTED_MAX_STRETCH = 10.0
+"""Max Stretch after importing a constraint that stretches: Blender's IK stretches its bones
+without a bound (iksolver_plugin.cc: IK_SetLimit(seg, IK_TRANS_Y, 0.001, 1e10)); at the default
+of 2, a generated Rigify rig whose IK controls were dragged about 1 m out missed them by up to
+0.73 m where Blender's IK met them."""
+
+
+def _stretch_as_blender(ob: Any, converted: list[tuple[Any, Any]]) -> str:
+    """Raise the armature's Max Stretch to ``IMPORTED_MAX_STRETCH`` when an imported IK
+    constraint (pose bone, constraint) stretches a bone: Stretch on and a bone of its chain
+    with IK Stretch. What was done, or ""."""
+    props = ob.jacobian_ik
+    if props.max_stretch >= IMPORTED_MAX_STRETCH:
+        return ""
+    for pbone, con in converted:
+        bone, depth = pbone, 0
+        while (
+            con.use_stretch
+            and bone is not None
+            and (depth < con.chain_count or not con.chain_count)
+        ):
+            if bone.ik_stretch > 0.0:
+                old, props.max_stretch = props.max_stretch, IMPORTED_MAX_STRETCH
+                return (
+                    f"Max Stretch raised from {old:g} to {IMPORTED_MAX_STRETCH:g}, as Blender's "
+                    f"IK stretches {bone.name!r} and the chains' other IK Stretch bones without "
+                    "a bound"
+                )
+            bone, depth = bone.parent, depth + 1
+    return ""
+
+
 class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
     """Add one goal per IK constraint of the armature (pole included) and stash the constraints
     it converted on their goals: removed from the bones, restorable with Restore IK Constraints"""
@@ -182,25 +234,12 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                 if position_weight <= 0.0 and rotation_weight <= 0.0:
                     skipped.append(f"{pbone.name}/{con.name}: neither location nor rotation")
                     continue
-                goal = props.goals.add()
-                goal.bone = pbone.name
-                goal.target = con.target
-                goal.target_bone = con.subtarget if con.target.type == "ARMATURE" else ""
-                goal.chain_length = con.chain_count
-                goal.use_tail = con.use_tail
-                goal.use_transform_locks = False  # as Blender's IK: only the IK locks
-                goal.use_stretch = con.use_stretch
+                goal = _goal_from(ob, pbone, con)
                 goal.position_weight = position_weight
                 goal.rotation_weight = rotation_weight
-                pole = con.pole_target
-                if pole is not None:
-                    goal.pole_target = pole
-                    bone = con.pole_subtarget if pole.type == "ARMATURE" else ""
-                    goal.pole_target_bone = bone
-                    # the side the chain bends to, as Blender's pole angle sets it
-                    goal.pole_angle = poles.blender_pole_angle(ob, goal, con.pole_angle)
                 stash.stash(con, pbone.name, index, goal.stash)
                 converted.append((pbone, con))
+        stretch = _stretch_as_blender(ob, converted)
         # removed after the loop: the stack indexes kept above are the original ones
         for pbone, con in converted:
             pbone.constraints.remove(con)
@@ -220,6 +259,8 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
             f"Imported {len(converted)} IK constraint(s) as goals; they are stashed on the "
             "goals (Restore IK Constraints puts them back)",
         )
+        if stretch:
+            self.report({"INFO"}, stretch)
         preload_kernel()
         return {"FINISHED"}
 

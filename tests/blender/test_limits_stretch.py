@@ -131,6 +131,34 @@ def test_an_imported_constraint_keeps_its_stretch_switch(clean: Any, use_stretch
     assert not any("not supported" in w for w in run(ob, bpy.context.scene, None).warnings)
 
 
+@pytest.mark.parametrize("ik_stretch", [0.0, 0.1])
+def test_an_imported_stretching_constraint_stretches_as_far_as_blenders(
+    clean: Any, capsys: Any, ik_stretch: float
+) -> None:
+    """Blender's IK stretches without a bound: importing a constraint that stretches a bone
+    raises Max Stretch (2 by default) to 10, said in the report, and a target 2.6 chain lengths
+    away is met as Blender's IK meets it (at Max Stretch 2 it was missed by 1.2). A chain with
+    no IK Stretch bone leaves the setting as it is."""
+    ob = make_armature("Arm", chain_bones(3, length=0.5))
+    ob.pose.bones["b1"].ik_stretch = ik_stretch
+    target = make_empty("Target", (0.4, 3.9, 0.3))
+    ik = ob.pose.bones["b2"].constraints.new("IK")
+    ik.target, ik.chain_count, ik.use_stretch = target, 2, True
+    bpy.context.view_layer.update()
+    blender = (tip(ob, "b2") - target.location).length
+    with override(ob):
+        assert bpy.ops.jacobian_ik.import_constraints() == {"FINISHED"}
+        assert bpy.ops.jacobian_ik.solve() == {"FINISHED"}
+    said = "Max Stretch raised from 2 to 10" in capsys.readouterr().out
+    ours = (tip(ob, "b2") - target.location).length
+    if ik_stretch:
+        assert said and ob.jacobian_ik.max_stretch == 10.0
+        assert blender < 1e-3 and ours < 1e-4, (blender, ours)
+    else:
+        assert not said and ob.jacobian_ik.max_stretch == 2.0
+        assert ours > 1.0
+
+
 def test_max_stretch_caps_the_factor(clean: Any) -> None:
     ob = make_armature("Arm", chain_bones(1))
     ob.pose.bones["b0"].ik_stretch = 1.0
