@@ -34,7 +34,7 @@ from .kernel import DAMPING
 from .methods import StepContext, clamp_max_abs, make_method
 from .skeleton import ROT_POST, ROT_PRE, Pose, Skeleton, dof_order
 from .so3 import Array, angle_axis, exp_so3, orthonormalize
-from .solve import Settings, SolveResult, lm_cap
+from .solve import Settings, SolveResult, lm_cap, own_stationary
 from .stops import (
     BOUND_SLACK,
     CONVERGED,
@@ -677,7 +677,7 @@ class _Run:
             stationary = (
                 grad <= st.gradient_tolerance * size and not beyond
             ) or self.scale < MIN_STEP_SCALE
-            if stationary and self.kicks < 1 and self.in_reach_unmet(pos_err):
+            if stationary and self.kicks < 1 and self.in_reach_unmet(pos_err, jw, e_raw):
                 stationary, saddle, self.kicks = False, True, self.kicks + 1
         return stationary, saddle
 
@@ -791,13 +791,17 @@ class _Run:
         self.rot[:], self.local[:] = snap
         self.forward(fs.levels_dirty)
 
-    def in_reach_unmet(self, pos_err: Array) -> bool:
-        """Some unmet position goal's target within its chain's reach (solve.py's
-        ``_in_reach_unmet``): a saddle, not a minimum."""
+    def in_reach_unmet(self, pos_err: Array, jw: Array, e_raw: Array) -> bool:
+        """Some unmet position goal at a stationary point of its own error with its target
+        within its chain's reach (solve.py's ``_in_reach_unmet``): a saddle, not a minimum."""
         fs = self.fs
         d = np.sqrt(((self.target_model - self.m_pos[fs.reach_base]) ** 2).sum(axis=1))
         inside = (d < 0.99 * fs.reach) & (d > 1.01 * fs.inner) | self.pointing_away(d)
-        return bool(np.any(inside & (pos_err > self.st.tolerance) & (fs.w_pos > 0)))
+        inside &= (pos_err > self.st.tolerance) & (fs.w_pos > 0)
+        if not inside.any():
+            return False
+        own = own_stationary(jw[None], e_raw[None], fs.rows // 6, len(inside), self.st)[0]
+        return bool(np.any(inside & own))
 
     def pointing_away(self, d: Array) -> NDArray[np.bool_]:
         """solve.py's ``pointing_away``; ``d``: the targets' distances from the chains' bases."""

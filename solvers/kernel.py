@@ -1314,8 +1314,30 @@ def _in_reach_unmet(f, rig, fr, ru, w):
         )
         within = d < 0.99 * reach[e] and d > 1.01 * inner[e]
         if (within or _away(f, e, d, rig, fr, w)) and pos_e[e] > tol and use_pos[e]:
-            inside = True
+            if _own_stationary(e, rig, ru, w):
+                inside = True
     return inside
+
+
+@_piece
+def _own_stationary(e, rig, ru, w):
+    """Goal ``e`` at a stationary point of its own weighted error: the gradient of its rows
+    small against their |J~| |e~| (``solve.own_stationary``)."""
+    jw, ew, rows = w.jw, w.ew, rig.rows
+    g2 = 0.0
+    jf = 0.0
+    ef = 0.0
+    for i in range(jw.shape[0]):
+        if rows[i] // 6 == e:
+            ef += ew[i] * ew[i]
+    for j in range(jw.shape[1]):
+        s = 0.0
+        for i in range(jw.shape[0]):
+            if rows[i] // 6 == e:
+                s += jw[i, j] * ew[i]
+                jf += jw[i, j] * jw[i, j]
+        g2 += s * s
+    return math.sqrt(g2) <= ru.grad_tol * math.sqrt(jf * ef)
 
 
 @_piece

@@ -327,3 +327,28 @@ def test_chains_that_move_each_others_goals_are_refused() -> None:
     skel = Skeleton([-1, 0, 1], rest, joints, effectors)
     with pytest.raises(SkeletonError, match="cycle"):
         solve(skel, Goals(position=np.array([[1.0, 1.0, 0.0], [0.5, 1.5, 0.0]])))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("compiled", [True, False])
+def test_goals_that_pull_apart_end_at_their_compromise_unkicked(
+    seed: int, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hands through the spine pull it apart (targets moving smoothly, in and out of reach):
+    each frame stops at the goals' compromise. The saddle kick (for a straight chain along the
+    line to a target in reach) fires only where an unmet goal is at a stationary point of its
+    own error; it fired wherever the frame's summed gradient vanished, and the compromise found
+    after it was turned by a twist that depended on the path, so the solved bones jittered:
+    0.48-0.61 of the samples off their cubic on these rigs, now 0.28-0.40, the same errors in
+    fewer iterations (44-87 a frame against 59-123)."""
+    from benchmarks.common import rough
+    from jacobian_ik.solvers.rotations import quaternion_from_matrix
+    from tests.solvers.test_flips import smooth_targets
+
+    if not compiled:
+        monkeypatch.setenv("JACOBIAN_IK_KERNEL", "0")
+    rng = np.random.default_rng(seed)
+    skel = random_humanoid(rng, spine_chains=True)
+    res = solve(skel, Goals(position=smooth_targets(skel, rng, 150)), Settings())
+    bones = np.unique(skel.dof_bone)
+    assert rough(quaternion_from_matrix(res.pose.rotations[:, bones])) < 0.45
