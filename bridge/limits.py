@@ -19,7 +19,8 @@ IK stretch
     A chain bone with ``ik_stretch`` > 0 gets a stretch DOF: a translation s along its Y axis
     that moves its tail and children (solver ``Joint(stretch=True)``), with
     - range 0 <= s <= (max_stretch - 1) L: the bone never gets shorter than its rest length L
-      and its tail moves out to at most ``max_stretch`` L (a setting, default 2);
+      and its tail moves out to at most ``max_stretch`` L (a setting, default 2; Import IK
+      Constraints raises it to 10 for a constraint that stretches, as Blender's IK has no bound);
     - stiffness 1 - ik_stretch: the DOF's weight in the solver is ik_stretch itself, in units
       of the longest stretching chain through the bone (``Joint.length``: 0.1, the solver
       prefers rotating ten times over stretching; 1, stretching by the chain's length costs as
