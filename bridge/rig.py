@@ -394,7 +394,7 @@ def build_model(ob: Any) -> RigModel:
         *(c for c, (_, g) in zip(chains, goals, strict=True) if g.use_transform_locks)
     )
     # Move Root's translation is weighed in the longest chain's length (Joint.length)
-    reach = max(sum(float(bones[b].length) for b in c) for c in chains)
+    reach = max((sum(float(bones[b].length) for b in c) for c in chains), default=1.0)
     pose_index, joints, free_list = _joints(ob, order, free, locks, (root, reach), warnings)
     # each goal's own chain (and Move Root's bone): a goal moves the chains of its IK tree,
     # never a bone only another tree's chain holds (Blender's chain length)
