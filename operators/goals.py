@@ -10,7 +10,7 @@ from bpy.props import BoolProperty, IntProperty, StringProperty
 from mathutils import Matrix
 
 from .. import preload_kernel
-from ..bridge import poles, stash
+from ..bridge import poles, rig, stash
 from ..bridge.write import animated_paths
 from . import poll
 
@@ -159,29 +159,22 @@ of 2, a generated Rigify rig whose IK controls were dragged about 1 m out missed
 0.73 m where Blender's IK met them."""
 
 
-def _stretch_as_blender(ob: Any, converted: list[tuple[Any, Any]]) -> str:
-    """Raise the armature's Max Stretch to ``IMPORTED_MAX_STRETCH`` when an imported IK
-    constraint (pose bone, constraint) stretches a bone: Stretch on and a bone of its chain
-    with IK Stretch. What was done, or ""."""
-    props = ob.jacobian_ik
+def _stretch_as_blender(ob: Any, goals: list[Any]) -> str:
+    """Raise the armature's Max Stretch to ``IMPORTED_MAX_STRETCH`` when an imported goal
+    stretches a bone: Stretch on and a bone of its chain with IK Stretch. What was done, or
+    ""."""
+    props, pbones = ob.jacobian_ik, ob.pose.bones
     if props.max_stretch >= IMPORTED_MAX_STRETCH:
         return ""
-    for pbone, con in converted:
-        bone, depth = pbone, 0
-        while (
-            con.use_stretch
-            and bone is not None
-            and (depth < con.chain_count or not con.chain_count)
-        ):
-            if bone.ik_stretch > 0.0:
-                old, props.max_stretch = props.max_stretch, IMPORTED_MAX_STRETCH
-                return (
-                    f"Max Stretch raised from {old:g} to {IMPORTED_MAX_STRETCH:g}, as Blender's "
-                    f"IK stretches {bone.name!r} and the chains' other IK Stretch bones without "
-                    "a bound"
-                )
-            bone, depth = bone.parent, depth + 1
-    return ""
+    names = [n for g in goals if g.use_stretch for n in rig.chain_names(ob, g)]
+    stretching = [n for n in names if pbones[n].ik_stretch > 0.0]
+    if not stretching:
+        return ""
+    old, props.max_stretch = props.max_stretch, IMPORTED_MAX_STRETCH
+    return (
+        f"Max Stretch raised from {old:g} to {IMPORTED_MAX_STRETCH:g}, as Blender's IK "
+        f"stretches {stretching[0]!r} and the chains' other IK Stretch bones without a bound"
+    )
 
 
 class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
@@ -239,7 +232,6 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
                 goal.rotation_weight = rotation_weight
                 stash.stash(con, pbone.name, index, goal.stash)
                 converted.append((pbone, con))
-        stretch = _stretch_as_blender(ob, converted)
         # removed after the loop: the stack indexes kept above are the original ones
         for pbone, con in converted:
             pbone.constraints.remove(con)
@@ -259,6 +251,7 @@ class JACOBIAN_IK_OT_import_constraints(bpy.types.Operator):
             f"Imported {len(converted)} IK constraint(s) as goals; they are stashed on the "
             "goals (Restore IK Constraints puts them back)",
         )
+        stretch = _stretch_as_blender(ob, list(props.goals)[-len(converted) :])
         if stretch:
             self.report({"INFO"}, stretch)
         preload_kernel()

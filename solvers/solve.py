@@ -1327,8 +1327,10 @@ def _stationary(
     # chain whose target lies along it: the gradient vanishes there): bend the chain a
     # little, once, and go on
     saddle = stationary & (a.kicks < 1)
-    if np.any(saddle):
-        own = own_stationary(jw, e_raw, problem.rows // 6, problem.skel.n_effectors, st)
+    if np.any(saddle):  # each goal's own gradient, at the frames that may kick only
+        idx = np.flatnonzero(saddle)
+        own = np.zeros((f_act, problem.skel.n_effectors), dtype=bool)
+        own[idx] = own_stationary(jw[idx], e_raw[idx], problem.rows // 6, own.shape[1], st)
         saddle &= _in_reach_unmet(problem, kin, a.goals, err, st, own)
     stationary &= ~saddle
     a.kicks[saddle] += 1
