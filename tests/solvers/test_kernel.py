@@ -428,3 +428,14 @@ def test_the_blocked_cholesky_is_the_plain_loop_bit_for_bit(seed: int) -> None:
                 assert kernel._cholesky_rows(inplace, inplace)
                 assert np.array_equal(np.tril(got), np.tril(want))
                 assert np.array_equal(np.tril(inplace), np.tril(want))
+
+
+def test_the_loops_divide_as_ieee_not_python() -> None:
+    """The loops are compiled with numba's numpy error model (``kernel.JIT``): a division by
+    zero gives inf (the loops' finite checks catch it), not Python's ZeroDivisionError, which
+    would switch the kernel off for the session; and the divisor is not tested before each
+    division, which kept the loops slower."""
+    x = np.zeros(2)
+    kernel._triangular_solves(np.zeros((2, 2)), np.ones(2), x)  # L y = b with L = 0
+    assert not np.any(np.isfinite(x))
+    assert kernel.JIT["error_model"] == "numpy"
