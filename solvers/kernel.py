@@ -416,23 +416,17 @@ by zero; without the tests LLVM compiles the loops tighter: the compiled loop 1.
 bit-identical keys (docs/solver-api.md)."""
 
 
-def _compiled(func: Any) -> Any:
-    """``numba.njit(**JIT)``: compiled on its own, called by ``_loop``; without numba the
-    plain function."""
-    return func if numba is None else numba.njit(**JIT)(func)
-
-
 def _lean(func: Any) -> Any:
-    """``numba.njit(**JIT, _nrt=False)``: compiled on its own without numba's runtime, so no
-    reference counts: a function that only reads and writes arrays it is given (no array
-    made, none copied by a slice assignment: ``_copy1``, ``_copy3``). The frame's loop takes
-    its arrays from the loop's tuples, and numba counts a reference on each array a piece
-    takes from them and each array passed into an inlined piece: an atomic increment and
-    decrement, about 2,000 calls in the compiled frame function, which took about half of a
-    short chain's time (perf on 20,000 frames of a 3-bone chain: 47 % of the samples on the
-    two atomic instructions). Without them the compiled loop runs 3.3x faster there (18.5 ->
-    5.5 us a frame of 7.7 iterations), the same numbers bit for bit. Without numba the plain
-    function."""
+    """``numba.njit(**JIT, _nrt=False)``: a function compiled on its own (a frame's iteration of
+    each loop, the parts they call), without numba's runtime, so no reference counts; it only
+    reads and writes arrays it is given (none made, none copied by a slice assignment:
+    ``_copy1``, ``_copy3``). The loops take their arrays from tuples, and numba counted a
+    reference, atomically, on each array a piece took from them and on each array passed into
+    an inlined piece: about 2,000 such calls in the compiled frame function, about half of a
+    short chain's time (perf on 20,000 frames of a 3-bone chain: 47 % of the samples on the two
+    atomic instructions). Without them the frame loop ran 3.3x faster there (18.5 -> 5.5 us a
+    frame of 7.7 iterations), the same numbers bit for bit. The loops themselves (``LOOPS``)
+    keep the runtime: they make the working arrays. Without numba the plain function."""
     return func if numba is None else numba.njit(**JIT, _nrt=False)(func)
 
 
@@ -1219,7 +1213,7 @@ def _cholesky_row(normal, low, i, start):
     return True
 
 
-@_compiled
+@_lean
 def _cholesky_rows(normal, low):
     """``_cholesky`` of a larger matrix (the damped Newton step's, n x n: 300 rows on a 100-bone
     chain). Each entry is normal[i, j] minus its products in the order of their columns, as in
@@ -1605,7 +1599,7 @@ def _hold_loop(rig, frames, rules, held, out):
         _hold_frame(f, rig, frames, rules, held, out, w, hw)
 
 
-@_compiled
+@_lean
 def _hold_frame(f, rig, fr, ru, hd, out, w, hw):
     """One frame's null-space steps (priority._null_space_steps for one frame), from the pose
     in ``w.rot``."""
@@ -1625,7 +1619,7 @@ def _hold_frame(f, rig, fr, ru, hd, out, w, hw):
     for _ in range(hd.steps):
         if not active:
             break
-        hw.saved[:] = w.rot
+        _copy3(hw.saved, w.rot)
         if not _null_step(f, rig, fr, ru, hd, w, hw, energy, scale):
             out.status[f] = FALLBACK
             return
@@ -1648,14 +1642,14 @@ def _hold_frame(f, rig, fr, ru, hd, out, w, hw):
             if gain < hd.min_gain or not _far(f, hd, w, out):
                 active = False
         else:
-            w.rot[:] = hw.saved
+            _copy3(w.rot, hw.saved)
             _pose_errors(f, rig, fr, ru, w)
             scale *= 0.5
         if scale < hd.min_scale:
             active = False
-    out.rotations[f] = w.rot
-    out.pos[f] = w.pos_e
-    out.rot[f] = w.rot_e
+    _copy3(out.rotations[f], w.rot)
+    _copy1(out.pos[f], w.pos_e)
+    _copy1(out.rot[f], w.rot_e)
     out.taken[f] = taken
 
 
@@ -1720,7 +1714,7 @@ def _hold_work(rig, n_p, n_o, nc):
     )
 
 
-@_compiled
+@_lean
 def _pose_errors(f, rig, fr, ru, w):
     """Forward kinematics and every goal's errors of the pose ``w.rot`` (compiled on its own
     and called: inlined at each of its uses, the null-space steps took minutes to compile)."""
@@ -1728,13 +1722,13 @@ def _pose_errors(f, rig, fr, ru, w):
     _errors(f, rig, fr, ru, w)
 
 
-@_compiled
+@_lean
 def _jacobian_of(f, rig, fr, ru, w):
     """``_jacobian``, compiled on its own and called (as ``_pose_errors``)."""
     _jacobian(f, rig, fr, ru, w)
 
 
-@_compiled
+@_lean
 def _turn(rig, w):
     """``_rotate``, compiled on its own and called (as ``_pose_errors``)."""
     _rotate(rig, w)
@@ -1780,14 +1774,14 @@ def _rows_of(jac, rows, cols, colw, row_w, out):
             out[i, c] = jac[rows[i], cols[c]] * colw[c] * rw
 
 
-@_compiled
+@_lean
 def _null_step(f, rig, fr, ru, hd, w, hw, energy, scale):
     """Turn ``w.rot`` by the others' damped least-squares step in the primaries' null space,
     dq = N (J_o N)^T (J_o N N^T J_o^T + lambda^2 I)^-1 e_o with N = I - J_p^+ J_p (at most
     ``max_turn`` a DOF, times ``scale``); False when a matrix is not positive definite."""
     _jacobian_of(f, rig, fr, ru, w)
     nc = hd.cols.shape[0]
-    no_w = np.zeros(0)
+    no_w = hd.other_w[:0]  # (no weights: an empty view, nothing made)
     _rows_of(w.jac, hd.primary, hd.cols, hd.colw, no_w, hw.jp)
     _rows_of(w.jac, hd.other, hd.cols, hd.colw, hd.other_w, hw.js)
     for i in range(hd.other.shape[0]):
@@ -1815,7 +1809,7 @@ def _null_step(f, rig, fr, ru, hd, w, hw, energy, scale):
             for a in range(nc):
                 s += hw.js[o, a] * hw.proj[a, b]
             hw.step2[b] = hw.js[o, b] - s
-        hw.js[o, :] = hw.step2
+        _copy1(hw.js[o], hw.step2)
     _normal_matrix(hw.js, energy + hd.damping, hw.no)
     if not _cholesky(hw.no, hw.low_o):
         return False
@@ -1835,7 +1829,7 @@ def _null_step(f, rig, fr, ru, hd, w, hw, energy, scale):
     return True
 
 
-@_compiled
+@_lean
 def _hold_step(f, rig, fr, ru, hd, w, hw):
     """One minimum-norm step that puts the primaries back where (A) left them; False when
     the matrix is not positive definite."""
@@ -1845,7 +1839,7 @@ def _hold_step(f, rig, fr, ru, hd, w, hw):
         r = hd.primary[i]
         hw.back[i] = hw.err6[r // 6, r % 6]
     _jacobian_of(f, rig, fr, ru, w)
-    no_w = np.zeros(0)
+    no_w = hd.other_w[:0]  # (no weights: an empty view, nothing made)
     _rows_of(w.jac, hd.primary, hd.cols, hd.colw, no_w, hw.jp)
     _normal_matrix(hw.jp, hd.hold_damping, hw.pp)
     if not _cholesky(hw.pp, hw.low_p):
@@ -2129,7 +2123,7 @@ def _min_norm(jg, e, damping, normal, low, rhs, z, dq):
     return True
 
 
-@_compiled
+@_lean
 def _smooth_move(f, rig, fr, ru, vf, alpha, damping, w, sw):
     """Frame ``f`` from the pose in ``w.rot``: ``alpha`` times ``vf`` projected onto the null
     space of the goal rows ``sw.on``, then one minimum-norm step that puts the effectors back,
@@ -2185,14 +2179,14 @@ def _turn_angle(a, b):
     return math.acos(min(1.0, max(-1.0, (tr - 1.0) / 2.0)))
 
 
-@_compiled
+@_lean
 def _smooth_frame(f, rig, fr, ru, sf, st, v, w, sw, bad):
     """Frame ``f``'s move, kept by each tree whose goals stay admissible and none of whose
     bones jumps to a neighbour where it did not (smooth._Run.step); whether one kept it."""
     loose, rows = st.loose, rig.rows
     for i in range(rows.shape[0]):
         sw.on[i] = loose[f, sf.row_tree[i]]
-    w.rot[:] = st.rotations[f]
+    _copy3(w.rot, st.rotations[f])
     ok = _smooth_move(f, rig, fr, ru, v[f], sf.alpha, sf.damping, w, sw)
     bad[:] = not ok  # (a matrix that was not positive definite: refused)
     if ok:
@@ -2225,7 +2219,7 @@ def _smooth_frame(f, rig, fr, ru, sf, st, v, w, sw, bad):
         for b in range(rig.parents.shape[0]):
             t = sf.bone_tree[b]
             if t >= 0 and not bad[t]:
-                st.rotations[f, b] = w.rot[b]
+                _copy3(st.rotations[f, b : b + 1], w.rot[b : b + 1])
         st.changed[f] = True
     return took
 

@@ -442,12 +442,13 @@ def test_the_loops_divide_as_ieee_not_python() -> None:
 
 
 def test_the_frame_loop_runs_without_reference_counts() -> None:
-    """``_frame`` (a frame's whole iteration) is compiled without numba's runtime
-    (``kernel._lean``): numba counted a reference, atomically, on every array a piece took
-    from the loop's tuples, about half of a short chain's time. Such a function must not make
-    or copy arrays; the conftest fails every test if it stopped compiling (the kernel would
-    be switched off)."""
-    assert kernel._frame.targetoptions["_nrt"] is False
+    """``_frame`` (a frame's whole iteration), goal priority's and the smoothing's per-frame
+    functions are compiled without numba's runtime (``kernel._lean``): numba counted a
+    reference, atomically, on every array a piece took from the loop's tuples, about half of
+    a short chain's time. Such a function must not make or copy arrays; the conftest fails
+    every test if one stopped compiling (the kernel would be switched off)."""
+    for func in (kernel._frame, kernel._hold_frame, kernel._smooth_frame):
+        assert func.targetoptions["_nrt"] is False
     skel = chain(3)
     goals = Goals(position=np.array([[[1.0, 1.5, 0.5]], [[0.5, 2.0, 1.0]]]))
     res = solve(skel, goals, Settings())
