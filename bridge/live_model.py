@@ -172,6 +172,7 @@ class LiveModel:
         self.names = model.names
         self.free = np.array(model.free, dtype=np.intp)
         self.free_names = [model.names[b] for b in model.free]
+        self.pose_at = dict(zip(model.names, model.pose_index.tolist(), strict=True))
         self.ik_key = ik_key(ob, self.free_names, self.names)
         self.ik_checked = time.monotonic()
         self.skeleton = model.skeleton
@@ -421,7 +422,7 @@ class LiveModel:
         and the free root's location (move_root). Raises RigError on NaN."""
         model = self.model
         rotations = result.pose.rotations[:, self.free]
-        seeds = write.current_rotations(ob, self.free_names)
+        seeds = write.current_rotations(ob, self.free_names, self.pose_at)
         channels = write.rotation_channels(ob, self.free_names, rotations, seeds)
         if self.stretched:
             channels += limits.stretch_channels(ob, model, result.pose.stretch[:, self.stretched])
@@ -437,7 +438,7 @@ class LiveModel:
         """Set the channels of a ``solve`` (``pose_channels``) and remember it: the next
         update that reads the same warm-starts from it or is skipped."""
         t0 = time.perf_counter()
-        write.set_pose_channels(ob, self.pose_channels(ob, live.result))
+        write.set_pose_channels(ob, self.pose_channels(ob, live.result), index=self.pose_at)
         rotations = live.result.pose.rotations[0, self.free]
         if live.goals is not None and live.start is not None:
             self.last_input = self._inputs(live.goals, live.start)

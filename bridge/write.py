@@ -7,6 +7,7 @@ value), so F-curves never flip sign or jump by 360 degrees.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +43,31 @@ def channel_path(bone: str, attr: str) -> str:
     return f'pose.bones["{bpy.utils.escape_identifier(bone)}"].{attr}'
 
 
-def current_rotations(ob: Any, names: list[str]) -> list[Array]:
-    """Each bone's current rotation property value (the seed for continuity)."""
+def pose_index(ob: Any) -> dict[str, int]:
+    """Each pose bone's index in ``ob.pose.bones`` by name (``find`` searches the collection:
+    about 5 us a bone on a 159-bone rig)."""
+    return {name: i for i, name in enumerate(ob.pose.bones.keys())}
+
+
+def current_rotations(
+    ob: Any, names: list[str], index: Mapping[str, int] | None = None
+) -> list[Array]:
+    """Each bone's current rotation property value (the seed for continuity): one
+    ``foreach_get`` of the pose per rotation mode. ``index``: ``pose_index(ob)``, when the
+    caller keeps it."""
     pbones = ob.pose.bones
-    return [np.array(getattr(pbones[n], rotation_attr(pbones[n].rotation_mode))) for n in names]
+    index = pose_index(ob) if index is None else index
+    attrs = [rotation_attr(pbones[n].rotation_mode) for n in names]
+    rows = {attr: _read(pbones, attr) for attr in dict.fromkeys(attrs)}
+    return [rows[attr][index[n]].astype(np.float64) for n, attr in zip(names, attrs, strict=True)]
+
+
+def _read(pbones: Any, attr: str) -> NDArray[np.float32]:
+    """(B, k) the pose bones' property ``attr`` as Blender stores it (float32)."""
+    size = 4 if attr in ("rotation_quaternion", "rotation_axis_angle") else 3
+    flat = np.empty(len(pbones) * size, dtype=np.float32)
+    pbones.foreach_get(attr, flat)
+    return flat.reshape(-1, size)
 
 
 def rotation_channels(
@@ -77,10 +99,32 @@ def rotation_channels(
     ]
 
 
-def set_pose_channels(ob: Any, channels: list[Channel], frame_index: int = 0) -> None:
-    """Set the pose bones' rotation properties to one frame of ``channels``."""
+def set_pose_channels(
+    ob: Any, channels: list[Channel], frame_index: int = 0, index: Mapping[str, int] | None = None
+) -> None:
+    """Set the pose bones' properties to one frame of ``channels``: per property one
+    ``foreach_get`` and one ``foreach_set`` of the whole pose (float32, as Blender stores
+    them: the same values as setting each bone), then one ``update_tag`` of the object.
+    ``index``: ``pose_index(ob)``, when the caller keeps it.
+
+    Setting a channel bone by bone runs its RNA update, which tags the armature's data as
+    well as the object: Blender then copies and re-evaluates the armature too. On Rigify's
+    meta-rig (159 bones) that made a frame change with a live write 0.50 ms against 0.36 ms with
+    the object's tag alone (the pose is the object's, and the tag re-evaluates it:
+    tests/blender/test_live.py checks the evaluated bones and a skinned mesh)."""
+    if not channels:
+        return
+    pbones = ob.pose.bones
+    index = pose_index(ob) if index is None else index
+    by_attr: dict[str, list[Channel]] = {}
     for ch in channels:
-        setattr(ob.pose.bones[ch.bone], ch.attr, ch.values[frame_index].tolist())
+        by_attr.setdefault(ch.attr, []).append(ch)
+    for attr, group in by_attr.items():
+        rows = _read(pbones, attr)
+        for ch in group:
+            rows[index[ch.bone]] = ch.values[frame_index]
+        pbones.foreach_set(attr, rows.ravel())
+    ob.update_tag(refresh={"OBJECT"})
 
 
 def ensure_action(ob: Any) -> Any:

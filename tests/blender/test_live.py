@@ -581,3 +581,59 @@ def test_playing_keyed_chain_bones_start_from_their_keys(
     np.testing.assert_allclose(rotations[0], np.array(key_31), atol=1e-6)
     for k in (1, 2):
         np.testing.assert_allclose(rotations[k], np.array(solved_30[k].to_matrix()), atol=1e-5)
+
+
+def test_pose_channels_set_in_bulk_evaluate_as_set_bone_by_bone(clean: ModuleType) -> None:
+    """``write.set_pose_channels`` (one foreach_set per property and the object's tag) leaves
+    the channels, the evaluated bones and a skinned mesh as setting each channel does."""
+    write = importlib.import_module("jacobian_ik.bridge.write")
+    ob = make_armature("Arm", chain_bones(4))
+    modes = ["QUATERNION", "XZY", "AXIS_ANGLE", "QUATERNION"]
+    for pb, mode in zip(ob.pose.bones, modes, strict=True):
+        pb.rotation_mode = mode
+    mesh = bpy.data.meshes.new("Skin")
+    mesh.from_pydata([(0.3, y * 0.5, 0.1) for y in range(9)], [], [])
+    skin = bpy.data.objects.new("Skin", mesh)
+    bpy.context.scene.collection.objects.link(skin)
+    skin.parent = ob
+    skin.modifiers.new("Armature", "ARMATURE").object = ob
+    for i in range(4):
+        group = skin.vertex_groups.new(name=f"b{i}")
+        group.add([2 * i, 2 * i + 1, 2 * i + 2], 1.0, "REPLACE")
+    values = {
+        "QUATERNION": np.array([0.9, 0.1, -0.3, 0.2]) / np.linalg.norm([0.9, 0.1, -0.3, 0.2]),
+        "XZY": np.array([0.3, -0.2, 0.7]),
+        "AXIS_ANGLE": np.array([0.6, 0.0, 0.6, 0.8]),
+    }
+    channels = [
+        write.Channel(pb.name, write.rotation_attr(pb.rotation_mode), values[mode][None] * (i + 1))
+        for i, (pb, mode) in enumerate(zip(ob.pose.bones, modes, strict=True))
+    ]
+    channels.append(write.Channel("b3", "scale", np.array([[1.0, 1.3, 1.0]])))
+    channels.append(write.Channel("b0", "location", np.array([[0.1, 0.0, -0.2]])))
+
+    def evaluated() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        dg = bpy.context.evaluated_depsgraph_get()
+        dg.update()
+        bones = np.array([np.array(pb.matrix) for pb in ob.evaluated_get(dg).pose.bones])
+        verts = np.array([v.co[:] for v in skin.evaluated_get(dg).to_mesh().vertices])
+        skin.evaluated_get(dg).to_mesh_clear()
+        own = [list(getattr(ob.pose.bones[ch.bone], ch.attr)) for ch in channels]
+        return bones, verts, np.array([v for row in own for v in row])
+
+    rest = evaluated()
+    for ch in channels:
+        setattr(ob.pose.bones[ch.bone], ch.attr, ch.values[0].tolist())
+    one_by_one = evaluated()
+    for ch in channels:  # back to rest, as Blender evaluates it
+        ob.pose.bones[ch.bone].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+        ob.pose.bones[ch.bone].rotation_euler = (0.0, 0.0, 0.0)
+        ob.pose.bones[ch.bone].rotation_axis_angle = (0.0, 0.0, 1.0, 0.0)
+        ob.pose.bones[ch.bone].scale = (1.0, 1.0, 1.0)
+        ob.pose.bones[ch.bone].location = (0.0, 0.0, 0.0)
+    assert np.abs(evaluated()[1] - rest[1]).max() < 1e-7
+    assert np.abs(one_by_one[1] - rest[1]).max() > 0.1  # (the pose moves the skin)
+    write.set_pose_channels(ob, channels)
+    bulk = evaluated()
+    for a, b in zip(bulk, one_by_one, strict=True):
+        assert np.array_equal(a, b)
