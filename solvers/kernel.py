@@ -191,15 +191,11 @@ def _make_rig(problem: Any) -> Rig:
     )
 
 
-def iterate(
-    problem: Any, p: Plan, goals: Any, start: Pose, memo: dict[str, Any] | None = None
-) -> Out:
+def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
     """Run the compiled loop over every frame; the raw per-frame results (``solve.py`` turns
     them into a ``SolveResult`` and re-solves the frames marked FALLBACK with numpy).
-    ``memo``: a dict kept by a caller that solves this problem one frame at a time (live
-    posing): the stop rules and what a start pose's locations and stretch give are kept there
-    while they stay the same (the same arrays as without it). ``Out.stretch`` holds the
-    stretch each frame ends with (the start's plus the loop's steps)."""
+    ``Out.stretch`` holds the stretch each frame ends with (the start's plus the loop's
+    steps). One frame of several trees, call after call: ``OneFrame``."""
     st = problem.settings
     frames, n_eff = goals.frames, problem.skel.n_effectors
     out = Out(
@@ -214,12 +210,8 @@ def iterate(
         np.zeros(frames, dtype=np.intp),
         np.array(start.stretch, dtype=np.float64, order="C"),
     )
-    rules = None if memo is None else memo.get("rules")
-    if rules is None:
-        rules = _rules(problem, goals, p.lam_a, p.lam_b)
-        if memo is not None:
-            memo["rules"] = rules
-    _call(p.rig, _frames(problem, goals, start, memo), rules, out)
+    rules = _rules(problem, goals, p.lam_a, p.lam_b)
+    _call(p.rig, _frames(problem, goals, start), rules, out)
     out.reason[_outside(problem, out.rotations, start, out.stretch)] = FALLBACK  # numpy: limits
     return out
 
@@ -238,23 +230,9 @@ def _outside(
     return np.asarray(np.any(skel.violations(coords), axis=1))
 
 
-def _frames(problem: Any, goals: Any, start: Pose, memo: dict[str, Any] | None = None) -> Frames:
+def _frames(problem: Any, goals: Any, start: Pose) -> Frames:
     """The per-frame inputs: the start pose's local positions and the goals."""
-    skel = problem.skel
-    key = None if memo is None else start.locations.tobytes() + start.stretch.tobytes()
-    kept = None if memo is None else memo.get("start")
-    if kept is not None and kept[0] == key:
-        local_pos, eff_shift = kept[1], kept[2]
-    else:
-        has_parent = skel.parents >= 0
-        local_pos = skel.rest_pos[None] + np.einsum("bij,fbj->fbi", skel.rest_rot, start.locations)
-        local_pos[:, has_parent, 1] += start.stretch[:, skel.parents[has_parent]]
-        local_pos = _writable(local_pos)
-        eff_shift = _writable(
-            np.where(skel.eff_stretches[None], start.stretch[:, skel.eff_bone], 0.0)
-        )
-        if memo is not None:
-            memo["start"] = (key, local_pos, eff_shift)
+    local_pos, eff_shift = _start_local(problem.skel, start.locations, start.stretch)
     lin_min = np.ones(goals.frames)
     if problem.bounded and not problem.identity_base:
         lin_min = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
@@ -269,6 +247,135 @@ def _frames(problem: Any, goals: Any, start: Pose, memo: dict[str, Any] | None =
         _writable(lin_min),
         _writable(start.stretch),
     )
+
+
+def _start_local(skel: Any, locations: Array, stretch: Array) -> tuple[Array, Array]:
+    """(F, B, 3) the bones' heads in their parents' frames and (F, E) the stretch of each
+    effector's bone, of a start pose's ``locations`` and ``stretch``."""
+    has_parent = skel.parents >= 0
+    local_pos = skel.rest_pos[None] + np.einsum("bij,fbj->fbi", skel.rest_rot, locations)
+    local_pos[:, has_parent, 1] += stretch[:, skel.parents[has_parent]]
+    eff_shift = np.where(skel.eff_stretches[None], stretch[:, skel.eff_bone], 0.0)
+    return _writable(local_pos), _writable(eff_shift)
+
+
+class OneFrame:
+    """One frame of several IK trees by the compiled loop (live posing: one call an update),
+    each tree's inputs and outputs views of buffers kept from call to call: per tree the loop
+    call ``iterate`` makes, on the same numbers (the same results bit for bit), without making
+    its arrays, selecting its goals and slicing its start pose tree by tree every call (most of
+    a live update's solve on Rigify's meta-rig with five goals). ``trees``: each tree's
+    ``(problem, plan, effectors, bones)``, its goals and bones among the skeleton's. A ``run``
+    overwrites the last one's results; not for two threads at once."""
+
+    def __init__(self, trees: list[tuple[Any, Plan, NDArray[np.intp], NDArray[np.intp]]]) -> None:
+        self.trees = trees
+        self.effectors = np.concatenate([t[2] for t in trees])
+        self.bones = np.concatenate([t[3] for t in trees])
+        e_at = np.cumsum([0] + [len(t[2]) for t in trees])
+        b_at = np.cumsum([0] + [len(t[3]) for t in trees])
+        self.spans = [
+            (int(e_at[k]), int(e_at[k + 1]), int(b_at[k]), int(b_at[k + 1]))
+            for k in range(len(trees))
+        ]
+        n_eff, n_bones, count = len(self.effectors), len(self.bones), len(trees)
+        self.target, self.tm = np.zeros((n_eff, 3)), np.zeros((n_eff, 3))
+        self.rot_target = np.zeros((n_eff, 3, 3))
+        self.lin, self.trans = np.zeros((1, 3, 3)), np.zeros((1, 3))
+        self.lin_min = np.ones((count, 1))
+        self.local_pos, self.eff_shift = np.zeros((n_bones, 3)), np.zeros(n_eff)
+        self.start_stretch, self.stretch = np.zeros(n_bones), np.zeros(n_bones)
+        self.rotations = np.zeros((n_bones, 3, 3))
+        self.pos, self.rot = np.zeros(n_eff), np.zeros(n_eff)
+        self.iterations = np.zeros((count, 1), dtype=np.intp)
+        self.reason = np.zeros((count, 1), dtype=np.intp)
+        self.last = np.zeros((count, 1), dtype=np.intp)
+        self.history = np.empty((count, max(t[0].settings.max_iterations for t in trees) + 1, 1))
+        self.frames: list[Frames] = []
+        self.outs: list[Out] = []
+        for k, (e0, e1, b0, b1) in enumerate(self.spans):
+            self.frames.append(
+                Frames(
+                    self.local_pos[None, b0:b1],
+                    self.eff_shift[None, e0:e1],
+                    self.target[None, e0:e1],
+                    self.rot_target[None, e0:e1],
+                    self.lin,
+                    self.trans,
+                    self.tm[None, e0:e1],
+                    self.lin_min[k],
+                    self.start_stretch[None, b0:b1],
+                )
+            )
+            self.outs.append(
+                Out(
+                    self.rotations[None, b0:b1],
+                    self.pos[None, e0:e1],
+                    self.rot[None, e0:e1],
+                    self.iterations[k],
+                    self.reason[k],
+                    self.history[k, : trees[k][0].settings.max_iterations + 1],
+                    self.last[k],
+                    self.stretch[None, b0:b1],
+                )
+            )
+        self.limited = [
+            bool(problem.settings.keep_limits and np.any(problem.skel.dof_limited))
+            for problem, *_ in trees
+        ]
+        self.bounded = [bool(p.bounded and not p.identity_base) for p, *_ in trees]
+        self.rules: list[Rules] | None = None
+        self.start_key: bytes | None = None
+
+    def run(self, goals: Any, start: Pose) -> bool:
+        """Solve one frame of ``goals`` (the skeleton's, prepared) from ``start``: each tree's
+        results in ``rotations`` and ``stretch`` (in the order of ``bones``), ``pos`` and
+        ``rot`` (of ``effectors``), and per tree ``iterations``, ``reason``, ``history`` up to
+        ``last``. False when a tree's frame goes back to numpy (FALLBACK: it ends outside its
+        joint limits, which the compiled loop does not keep); raises KernelUnavailable."""
+        if self.rules is None:  # (the trees' stop rules, as ``iterate`` makes them)
+            self.rules = [
+                _rules(problem, goals.select(eff), plan.lam_a, plan.lam_b)
+                for problem, plan, eff, _ in self.trees
+            ]
+        key = start.locations.tobytes() + start.stretch.tobytes()
+        if key != self.start_key:
+            for (problem, _, _, bones), (e0, e1, b0, b1) in zip(
+                self.trees, self.spans, strict=True
+            ):
+                local_pos, eff_shift = _start_local(
+                    problem.skel, start.locations[:, bones], start.stretch[:, bones]
+                )
+                self.local_pos[b0:b1], self.eff_shift[e0:e1] = local_pos[0], eff_shift[0]
+            self.start_key = key
+        eff, bones = self.effectors, self.bones
+        position = goals.position[:, eff]
+        self.target[:] = position[0]
+        self.rot_target[:] = goals.rotation_model[0, eff]
+        self.lin[:], self.trans[:] = goals.lin, goals.trans
+        # (``PreparedGoals.targets_model`` of each tree's goals)
+        self.tm[:] = np.einsum("fij,fej->fei", goals.lin_inv, position - goals.trans[:, None])[0]
+        if any(self.bounded):
+            lowest = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
+            self.lin_min[:, 0] = np.where(self.bounded, lowest[0], 1.0)
+        self.rotations[:] = start.rotations[0, bones]
+        self.start_stretch[:] = start.stretch[0, bones]
+        self.stretch[:] = self.start_stretch
+        for (_, plan, _, _), frames, rules, out in zip(
+            self.trees, self.frames, self.rules, self.outs, strict=True
+        ):
+            _call(plan.rig, frames, rules, out)
+        for (problem, _, _, tree_bones), out, limited in zip(
+            self.trees, self.outs, self.limited, strict=True
+        ):
+            if limited:
+                begin = Pose(
+                    start.rotations[:, tree_bones],
+                    start.locations[:, tree_bones],
+                    start.stretch[:, tree_bones],
+                )
+                out.reason[_outside(problem, out.rotations, begin, out.stretch)] = FALLBACK
+        return not bool(np.any(self.reason == FALLBACK))
 
 
 def _rules(problem: Any, goals: Any, lam_a: float, lam_b: float) -> Rules:
@@ -384,9 +491,10 @@ def _call(*args: Any, loop: int = 0) -> None:
     if BROKEN:
         raise KernelUnavailable(BROKEN[0])
     first = not COMPILE_TIME and loop == 0
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if first else 0.0
     try:
-        _kernel(loop=loop)(*args)
+        compiled = _COMPILED.get(loop)  # (the lock only until it is there)
+        (_kernel(loop=loop) if compiled is None else compiled)(*args)
     except Exception:  # any failure of numba's machinery means: use numpy
         with _LOCK:
             _COMPILED.pop(loop, None)

@@ -73,7 +73,7 @@ class Solver:
         self.one_frame_path = one_frame_path
         self.trees_all = ik_trees(skeleton)
         self._fast: dict[bytes, list[FrameSolver] | None] = {}
-        self._compiled: dict[bytes, list[_KernelTree] | None] = {}
+        self._compiled: dict[bytes, _Compiled | None] = {}
         self._goal_memo: dict[tuple[Any, ...], Any] = {}  # prepare_goals' unchanging parts
         self._shortest: float | None = None  # the shortest goal's reach (``_caps``)
         # trees solved one after the other, goal priority: the batched loop, never one frame
@@ -190,14 +190,14 @@ class Solver:
         return result
 
     def _one_frame_compiled(self, goals: Goals, pose: Pose | None) -> SolveResult | None:
-        """One frame by the compiled loop, each IK tree's problem and plan prepared once: the
-        same ``kernel.iterate`` calls on the same arrays as ``solve`` makes, so the same result
-        bit for bit, without ``solve``'s set-up per call (a fifth to a quarter of a live
-        update's solve on the humanoid: docs/solver-api.md). None when the compiled loop does
-        not cover the goals (``solve`` then runs), or hands the frame back to the numpy loop."""
+        """One frame by the compiled loop, each IK tree's problem and plan prepared once and
+        the trees' loops run on buffers kept from call to call (``kernel.OneFrame``): the same
+        loop calls on the same arrays as ``solve`` makes, so the same result bit for bit,
+        without ``solve``'s set-up per call (most of a live update's solve: docs/solver-api.md).
+        None when the compiled loop does not cover the goals (``solve`` then runs), or hands
+        the frame back to the numpy loop."""
         skel = self.skeleton
-        e = skel.n_effectors
-        g = prepare_goals(goals, e, self._goal_memo)
+        g = prepare_goals(goals, skel.n_effectors, self._goal_memo)
         start = pose if pose is not None else Pose.rest(skel.n_bones)
         check_start(skel, start)
         if self.settings.keep_limits and np.any(skel.dof_limited):
@@ -207,41 +207,17 @@ class Solver:
         key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity]) + self._caps(g)
         if key not in self._compiled:
             self._compiled[key] = self._kernel_trees(g, start)
-        trees = self._compiled[key]
-        if trees is None:
+        compiled = self._compiled[key]
+        if compiled is None:
             return None
-        parts = []
+        for t in compiled.trees:
+            t.problem.settings = t.settings  # (as ``_problem`` sets it: the cache is shared)
         try:
-            for t in trees:
-                gs = g if t.whole else g.select(t.effectors)
-                problem = t.problem  # ``_problem``'s for these goals' weights and kinds
-                problem.settings = t.settings  # (as ``_problem`` sets it: the cache is shared)
-                begin = Pose(
-                    start.rotations[:, t.bones],
-                    start.locations[:, t.bones],
-                    start.stretch[:, t.bones],
-                )
-                raw = kernel.iterate(problem, t.plan, gs, begin, t.memo)
-                if raw.reason[0] == kernel.FALLBACK:
-                    return None
-                parts.append((raw, begin))
+            if not compiled.batch.run(g, start):
+                return None
         except kernel.KernelUnavailable:
             return None
-        if len(trees) == 1:
-            raw, begin = parts[0]
-            result = _raw_result(raw, begin)
-            result.trees = self.trees_all
-            return self._with_status(result, g.w_pos, g.w_rot, lambda: g)
-        out = start.copy()
-        pos, rot = np.zeros((1, e)), np.zeros((1, e))
-        results = []
-        for t, (raw, begin) in zip(trees, parts, strict=True):
-            part = _raw_result(raw, begin)
-            out.rotations[:, t.into] = part.pose.rotations[:, t.out]
-            out.stretch[:, t.into] = part.pose.stretch[:, t.out]
-            pos[:, t.effectors], rot[:, t.effectors] = part.position_error, part.rotation_error
-            results.append(part)
-        result = combine_trees(self.trees_all, results, out, pos, rot)
+        result = _one_frame_result(compiled, self.trees_all, start, skel.n_effectors)
         return self._with_status(result, g.w_pos, g.w_rot, lambda: g)
 
     def _caps(self, g: PreparedGoals) -> bytes:
@@ -261,16 +237,16 @@ class Solver:
             return b""
         return repr([o.params.get("w_bar") for o in own]).encode()
 
-    def _kernel_trees(self, g: PreparedGoals, start: Pose) -> list[_KernelTree] | None:
-        """Each IK tree's skeleton, bones and compiled-loop plan for goals weighted as ``g``,
-        as ``solve`` splits them (one tree: the whole skeleton); None when the compiled loop
-        does not cover one of them."""
+    def _kernel_trees(self, g: PreparedGoals, start: Pose) -> _Compiled | None:
+        """Each IK tree's skeleton and bones for goals weighted as ``g``, as ``solve`` splits
+        them (one tree: the whole skeleton), and their compiled-loop plans in a
+        ``kernel.OneFrame``; None when the compiled loop does not cover one of them."""
         skel, st = self.skeleton, self.settings
         method = st.make_method()
         if kernel.plan(_problem(skel, g, st), method, g, start, False) is None:
             return None  # (``solve`` would not run the compiled loop)
         whole = len(self.trees_all) == 1
-        found = []
+        found, plans = [], []
         for tree in self.trees_all:
             if whole:
                 sub, bones, solved = skel, np.arange(skel.n_bones), np.ones(skel.n_bones, bool)
@@ -286,31 +262,82 @@ class Solver:
             if plan is None:
                 return None
             into, out = bones[solved], np.flatnonzero(solved)
-            found.append(_KernelTree(tree, sub, bones, into, out, plan, whole, problem, {}, own))
-        return found
+            found.append(_KernelTree(tree, bones, into, out, problem, own))
+            plans.append((problem, plan, np.asarray(tree, dtype=np.intp), bones))
+        batch = kernel.OneFrame(plans)
+        at = [b0 + t.out for t, (_, _, b0, _) in zip(found, batch.spans, strict=True)]
+        into = np.concatenate([t.into for t in found])
+        return _Compiled(found, batch, into, np.concatenate(at))
 
 
 class _KernelTree(NamedTuple):
     """One IK tree as the compiled one-frame path solves it."""
 
     effectors: NDArray[np.intp]
-    skeleton: Skeleton  # its own (``Skeleton.subtree``), or the whole when it is the only one
-    bones: NDArray[np.intp]  # the skeleton's bones among the armature's
+    bones: NDArray[np.intp]  # its skeleton's bones among the armature's (``Skeleton.subtree``)
     into: NDArray[np.intp]  # the bones it solves, among the armature's
     out: NDArray[np.intp]  # and among its own
-    plan: kernel.Plan
-    whole: bool
     problem: Any  # its ``solve._problem``
-    memo: dict[str, Any]  # what ``kernel.iterate`` keeps from call to call
     settings: Settings  # ``solve.tree_settings``: the solver's, LM's w_bar capped by its reach
 
 
-def _raw_result(raw: kernel.Out, begin: Pose) -> SolveResult:
-    """One frame's ``SolveResult`` from the compiled loop's output, as ``solve`` builds it."""
-    last = int(raw.last[0])
-    pose = Pose(raw.rotations, begin.locations.copy(), raw.stretch)
-    reason = REASONS[np.minimum(raw.reason, 6)]
-    return SolveResult(pose, raw.pos, raw.rot, raw.iterations, reason, raw.history[: last + 1], 0.0)
+class _Compiled(NamedTuple):
+    """The compiled one-frame path of goals weighted one way: the IK trees, their loops'
+    buffers, and where each bone they solve is in the armature (``into``) and in the buffers
+    (``solved``)."""
+
+    trees: list[_KernelTree]
+    batch: kernel.OneFrame
+    into: NDArray[np.intp]
+    solved: NDArray[np.intp]
+
+
+def _one_frame_result(
+    compiled: _Compiled, trees_all: list[NDArray[np.intp]], start: Pose, n_effectors: int
+) -> SolveResult:
+    """The ``SolveResult`` ``solve`` builds of the trees' loops (their last run): one tree's as
+    it is, several merged as ``solve.combine_trees`` merges them."""
+    batch, count = compiled.batch, len(compiled.trees)
+    reasons = REASONS[np.minimum(batch.reason, 6)]  # (T, 1)
+    pos, rot = np.zeros((1, n_effectors)), np.zeros((1, n_effectors))
+    pos[0, batch.effectors], rot[0, batch.effectors] = batch.pos, batch.rot
+    if count == 1:
+        last = int(batch.last[0, 0])
+        pose = Pose(
+            batch.rotations[None].copy(), start.locations.copy(), batch.stretch[None].copy()
+        )
+        result = SolveResult(
+            pose,
+            pos,
+            rot,
+            batch.iterations[0].copy(),
+            reasons[0],
+            batch.history[0, : last + 1].copy(),
+            0.0,
+        )
+        result.trees = trees_all
+        return result
+    pose = start.copy()
+    pose.rotations[0, compiled.into] = batch.rotations[compiled.solved]
+    pose.stretch[0, compiled.into] = batch.stretch[compiled.solved]
+    first = np.argmax(reasons != "converged", axis=0)
+    length = int(batch.last.max()) + 1
+    rows = np.minimum(np.arange(length), batch.last)  # (T, length): each held at its last row
+    held = batch.history[np.arange(count)[:, None], rows, 0]
+    total = held[0] ** 2
+    for k in range(1, count):  # (as ``combine_trees`` sums them: tree after tree)
+        total = total + held[k] ** 2
+    result = SolveResult(
+        pose,
+        pos,
+        rot,
+        batch.iterations.max(axis=0),
+        reasons[first, np.arange(1)],
+        np.sqrt(total)[:, None],
+        0.0,
+    )
+    result.trees, result.tree_reason = trees_all, reasons
+    return result
 
 
 def _one_frame_merge(
