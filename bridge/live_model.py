@@ -430,7 +430,7 @@ class LiveModel:
             channels += full_body.root_channels(
                 model.names[model.root], result.pose.locations[:, model.root]
             )
-        if not all(np.isfinite(c.values).all() for c in channels):
+        if channels and not np.isfinite(np.concatenate([c.values for c in channels], 1)).all():
             raise RigError("solver: the result contains NaN or inf; nothing was written")
         return channels
 

@@ -633,7 +633,7 @@ def _suspicious(base: Array, target: Array, evaluated: Array, basis: Array) -> N
     bad = ~np.all(np.isfinite(flat), axis=1) | (np.abs(flat).max(axis=1) > MAX_COORDINATE)
     m = np.concatenate([base[:, None, :3, :3], target[..., :3, :3], evaluated[..., :3, :3]], 1)
     m = np.where(np.isfinite(m), m, 0.0)  # all 3x3 blocks of a frame at once
-    tiny = np.abs(np.linalg.det(m)) <= 1e-12 * np.abs(m).max(axis=(-1, -2), initial=1e-300) ** 3
+    tiny = np.abs(det3(m)) <= 1e-12 * np.abs(m).max(axis=(-1, -2), initial=1e-300) ** 3
     return np.asarray(bad | tiny.any(axis=1))
 
 
