@@ -76,6 +76,7 @@ class Solver:
         self._compiled: dict[bytes, _Compiled | None] = {}
         self._goal_memo: dict[tuple[Any, ...], Any] = {}  # prepare_goals' unchanging parts
         self._shortest: float | None = None  # the shortest goal's reach (``_caps``)
+        self._uncapped: bytes | None = None  # a base (its linear part) no cap bites under
         # trees solved one after the other, goal priority: the batched loop, never one frame
         self._trees_in_order = carries(skeleton) or has_levels(skeleton, self.trees_all)
 
@@ -230,7 +231,11 @@ class Solver:
         if self._shortest is None:
             reach = self.skeleton.chain_reach()[0]
             self._shortest = float(np.min(reach[reach > 0], initial=np.inf))
+        lin = g.lin[0].tobytes()
+        if lin == self._uncapped:
+            return b""
         if lm_cap(st, self._shortest, g.lin[0]) >= lm_w_bar(st):
+            self._uncapped = lin  # (the armature's transform of the last call, as a rule)
             return b""
         own = [tree_settings(st, self.skeleton, g, tree) for tree in self.trees_all]
         if all(o is st for o in own):
