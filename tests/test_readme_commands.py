@@ -95,6 +95,11 @@ SMOKE: dict[str, Smoke] = {
     f"{PY} -m benchmarks.live --playback 100 --repeats 3": Smoke(
         f"{PY} -m benchmarks.live --playback 5 --repeats 1"
     ),
+    # the base commit comes from git (the copy is not a repository: made one, its base itself)
+    f"{PY} -m benchmarks.live_ab --base 7dd17e0 --rounds 5 --steps 300 --playback 40": Smoke(
+        f"{PY} -m benchmarks.live_ab --base HEAD --rounds 1 --steps 5 --playback 3",
+        before="git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm t",
+    ),
     f"{PY} -m benchmarks.lean_bake": Smoke(f"{PY} -m benchmarks.lean_bake --frames 20"),
     f"{PY} -m benchmarks.lean_bake --zoo 5": Smoke(
         f"{PY} -m benchmarks.lean_bake --zoo 1 --frames 10"
