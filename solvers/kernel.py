@@ -349,12 +349,10 @@ class OneFrame:
                 self.local_pos[b0:b1], self.eff_shift[e0:e1] = local_pos[0], eff_shift[0]
             self.start_key = key
         eff, bones = self.effectors, self.bones
-        position = goals.position[:, eff]
-        self.target[:] = position[0]
+        self.target[:] = goals.position[0, eff]
         self.rot_target[:] = goals.rotation_model[0, eff]
         self.lin[:], self.trans[:] = goals.lin, goals.trans
-        # (``PreparedGoals.targets_model`` of each tree's goals)
-        self.tm[:] = np.einsum("fij,fej->fei", goals.lin_inv, position - goals.trans[:, None])[0]
+        self.tm[:] = goals.targets_model()[0, eff]  # (each goal's alone: a tree's are its own)
         if any(self.bounded):
             lowest = np.linalg.svd(goals.lin, compute_uv=False)[:, -1]
             self.lin_min[:, 0] = np.where(self.bounded, lowest[0], 1.0)
