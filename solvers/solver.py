@@ -6,6 +6,7 @@ solvers/solve.py; the one-frame path in solvers/frame.py.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -77,6 +78,7 @@ class Solver:
         self._goal_memo: dict[tuple[Any, ...], Any] = {}  # prepare_goals' unchanging parts
         self._shortest: float | None = None  # the shortest goal's reach (``_caps``)
         self._uncapped: bytes | None = None  # a base (its linear part) no cap bites under
+        self._lock = threading.Lock()  # (``_one_frame_compiled``)
         # trees solved one after the other, goal priority: the batched loop, never one frame
         self._trees_in_order = carries(skeleton) or has_levels(skeleton, self.trees_all)
 
@@ -211,14 +213,17 @@ class Solver:
         compiled = self._compiled[key]
         if compiled is None:
             return None
-        for t in compiled.trees:
-            t.problem.settings = t.settings  # (as ``_problem`` sets it: the cache is shared)
-        try:
-            if not compiled.batch.run(g, start):
+        # one thread at a time in the trees' buffers (a render solves its frames from its own
+        # thread while live posing solves in Blender's)
+        with self._lock:
+            for t in compiled.trees:
+                t.problem.settings = t.settings  # (as ``_problem`` sets it: the cache is shared)
+            try:
+                if not compiled.batch.run(g, start):
+                    return None
+            except kernel.KernelUnavailable:
                 return None
-        except kernel.KernelUnavailable:
-            return None
-        result = _one_frame_result(compiled, self.trees_all, start, skel.n_effectors)
+            result = _one_frame_result(compiled, self.trees_all, start, skel.n_effectors)
         return self._with_status(result, g.w_pos, g.w_rot, lambda: g)
 
     def _caps(self, g: PreparedGoals) -> bytes:

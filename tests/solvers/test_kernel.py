@@ -19,7 +19,7 @@ from jacobian_ik.solvers import (
     solve,
 )
 from jacobian_ik.solvers.so3 import exp_so3
-from jacobian_ik.solvers.solve import ik_trees
+from jacobian_ik.solvers.solve import SolveResult, ik_trees
 from tests.rigs.skeletons import chain
 from tests.solvers.test_trees import random_humanoid, targets
 
@@ -457,3 +457,33 @@ def test_the_frame_loop_runs_without_reference_counts() -> None:
     res = solve(skel, goals, Settings())
     assert list(res.reason) == ["converged", "converged"]
     assert not kernel.BROKEN
+
+
+def test_one_frame_solves_from_two_threads_give_their_own_results():
+    """A render solves its frames from its own thread (the frame-change handler) while live
+    posing solves in Blender's: one ``Solver``'s one-frame path keeps its trees' buffers, so two
+    threads solving at once must each get the result it gets alone."""
+    import threading
+
+    rng = np.random.default_rng(31)
+    skel = random_humanoid(rng)
+    solver = Solver(skel, Settings())
+    frames = [targets(skel, rng, frames=40, far=1), targets(skel, rng, frames=40, far=1)]
+    alone = [[solver.solve(Goals(position=p[None])) for p in f] for f in frames]
+    got: list[list[SolveResult]] = [[], []]
+
+    def run(k: int) -> None:
+        for _ in range(5):
+            got[k] = [solver.solve(Goals(position=p[None])) for p in frames[k]]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert any(v is not None for v in solver._compiled.values())  # the compiled path ran
+    for k in (0, 1):
+        for a, b in zip(alone[k], got[k], strict=True):
+            np.testing.assert_array_equal(a.pose.rotations, b.pose.rotations)
+            np.testing.assert_array_equal(a.position_error, b.position_error)
+            assert a.iterations.tolist() == b.iterations.tolist()
