@@ -653,14 +653,12 @@ def _merge(
 def combine_trees(
     trees: list[NDArray[np.intp]], parts: list[SolveResult], pose: Pose, pos: Array, rot: Array
 ) -> SolveResult:
-    """The result record of trees solved apart, given their merged pose and errors: a frame's
-    reason is "converged" when every tree converged, else the first tree's that did not; its
-    iterations the most any tree took; the residual history the trees' combined norm."""
-    frames = pose.frames
+    """The result record of trees solved apart, given their merged pose and errors
+    (``trees_record``)."""
     reasons = np.stack([p.reason for p in parts])  # (T, F)
-    first = np.argmax(reasons != "converged", axis=0)
-    length = max(len(p.history) for p in parts)
-    hist = np.sqrt(sum(_held_to(p.history, length) ** 2 for p in parts))
+    reason, iterations, hist = trees_record(
+        reasons, np.array([p.iterations for p in parts]), [p.history for p in parts]
+    )
     stats: dict[str, list[float]] = {}
     for p in parts:
         for k, v in p.stats.items():
@@ -668,19 +666,23 @@ def combine_trees(
     resume = None
     if all(p.resume is not None for p in parts):
         resume = {"trees": [p.resume for p in parts]}
-    result = SolveResult(
-        pose,
-        pos,
-        rot,
-        np.max([p.iterations for p in parts], axis=0),
-        reasons[first, np.arange(frames)],
-        np.asarray(hist),
-        0.0,
-        stats,
-        resume,
-    )
+    result = SolveResult(pose, pos, rot, iterations, reason, hist, 0.0, stats, resume)
     result.trees, result.tree_reason = trees, reasons
     return result
+
+
+def trees_record(
+    reasons: NDArray[np.str_], iterations: NDArray[np.intp], histories: list[Array]
+) -> tuple[NDArray[np.str_], NDArray[np.intp], Array]:
+    """The frames' reason, iterations and residual history of trees solved apart, from each
+    tree's (``reasons`` and ``iterations`` (T, F), ``histories`` (K_t, F) each): a frame's
+    reason is "converged" when every tree converged, else the first tree's that did not; its
+    iterations the most any tree took; the history the trees' combined norm, each held at its
+    last row."""
+    first = np.argmax(reasons != "converged", axis=0)
+    length = max(len(h) for h in histories)
+    hist = np.sqrt(sum(_held_to(h, length) ** 2 for h in histories))
+    return reasons[first, np.arange(reasons.shape[1])], iterations.max(axis=0), np.asarray(hist)
 
 
 def _held_to(history: Array, length: int) -> Array:

@@ -34,6 +34,7 @@ from .solve import (
     lm_cap,
     lm_w_bar,
     tree_settings,
+    trees_record,
 )
 from .solve import solve as solve_batched  # the batched loop (many frames, every option)
 
@@ -306,7 +307,7 @@ def _one_frame_result(
     compiled: _Compiled, trees_all: list[NDArray[np.intp]], start: Pose, n_effectors: int
 ) -> SolveResult:
     """The ``SolveResult`` ``solve`` builds of the trees' loops (their last run): one tree's as
-    it is, several merged as ``solve.combine_trees`` merges them."""
+    it is, several merged as ``solve.combine_trees`` merges them (``solve.trees_record``)."""
     batch, count = compiled.batch, len(compiled.trees)
     reasons = REASONS[np.minimum(batch.reason, 6)]  # (T, 1)
     pos, rot = np.zeros((1, n_effectors)), np.zeros((1, n_effectors))
@@ -330,22 +331,9 @@ def _one_frame_result(
     pose = start.copy()
     pose.rotations[0, compiled.into] = batch.rotations[compiled.solved]
     pose.stretch[0, compiled.into] = batch.stretch[compiled.solved]
-    first = np.argmax(reasons != "converged", axis=0)
-    length = int(batch.last.max()) + 1
-    rows = np.minimum(np.arange(length), batch.last)  # (T, length): each held at its last row
-    held = batch.history[np.arange(count)[:, None], rows, 0]
-    total = held[0] ** 2
-    for k in range(1, count):  # (as ``combine_trees`` sums them: tree after tree)
-        total = total + held[k] ** 2
-    result = SolveResult(
-        pose,
-        pos,
-        rot,
-        batch.iterations.max(axis=0),
-        reasons[first, np.arange(1)],
-        np.sqrt(total)[:, None],
-        0.0,
-    )
+    histories = [batch.history[k, : batch.last[k, 0] + 1] for k in range(count)]
+    reason, iterations, hist = trees_record(reasons, batch.iterations, histories)
+    result = SolveResult(pose, pos, rot, iterations, reason, hist, 0.0)
     result.trees, result.tree_reason = trees_all, reasons
     return result
 
