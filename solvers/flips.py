@@ -351,8 +351,7 @@ def _rounds(
         # (Viterbi) and a new pass starts from both frames of each jump left on it
         want = _waves(state, fresh, frames, angle, settings, met_tol)
         if not any(want) or rounds >= ROUNDS:
-            for tree in state:
-                _choose(tree, frames, angle, settings, met_tol)
+            _choose(state, frames, angle, settings, met_tol)
             passes += 1
             if passes > PASSES or rounds >= ROUNDS:
                 break
@@ -461,60 +460,85 @@ def take_result(res: SolveResult, index: NDArray[np.intp]) -> SolveResult:
 
 
 def _choose(
-    s: _Tree,
+    state: list[_Tree],
     frames: int,
     angle: float,
     settings: Settings,
     met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
 ) -> None:
-    """The chosen candidate per frame: the cheapest admissible path (Viterbi), segment by
-    segment of frames that have more than their own candidate."""
-    extra = np.flatnonzero(s.admissible(settings, met_tol, CHOICE_SHARE) & (s.source >= 0))
-    at = s.frame[extra]
-    order = np.argsort(at, kind="stable")  # per frame in candidate order: deterministic
-    extra, at = extra[order], at[order]
-    count = np.bincount(at, minlength=frames)
-    rank = np.arange(extra.size) - np.concatenate([[0], np.cumsum(count)])[at]
-    width = 1 + int(count.max(initial=0))
-    table = np.repeat(np.arange(frames)[:, None], width, axis=1)  # column 0: the own solve
-    table[at, 1 + rank] = extra
-    valid = np.arange(width)[None] <= count[:, None]
-    many = count > 0
-    chosen = np.arange(frames)
-    # segments of frames with several options, with one frame of context either side
-    starts = np.flatnonzero(many & ~np.concatenate([[False], many[:-1]]))
-    for a in starts:
-        b = a
-        while b + 1 < frames and many[b + 1]:
-            b += 1
-        lo, hi = max(a - 1, 0), min(b + 1, frames - 1)
-        chosen[lo : hi + 1] = _viterbi(s, table[lo : hi + 1], valid[lo : hi + 1], angle)
-    s.chosen = chosen
+    """Each tree's chosen candidate per frame: the cheapest admissible path (Viterbi), segment
+    by segment of frames that have more than their own candidate (every tree's segments in
+    one shortest-path walk, ``_viterbi``)."""
+    segments = []  # (tree, its rows of the table, node cost, transition cost)
+    for s in state:
+        s.chosen = np.arange(frames)
+        extra = np.flatnonzero(s.admissible(settings, met_tol, CHOICE_SHARE) & (s.source >= 0))
+        at = s.frame[extra]
+        order = np.argsort(at, kind="stable")  # per frame in candidate order: deterministic
+        extra, at = extra[order], at[order]
+        count = np.bincount(at, minlength=frames)
+        rank = np.arange(extra.size) - np.concatenate([[0], np.cumsum(count)])[at]
+        width = 1 + int(count.max(initial=0))
+        table = np.repeat(np.arange(frames)[:, None], width, axis=1)  # column 0: the own solve
+        table[at, 1 + rank] = extra
+        valid = np.arange(width)[None] <= count[:, None]
+        many = count > 0
+        # segments of frames with several options, with one frame of context either side
+        starts = np.flatnonzero(many & ~np.concatenate([[False], many[:-1]]))
+        for a in starts:
+            b = a
+            while b + 1 < frames and many[b + 1]:
+                b += 1
+            span = slice(max(a - 1, 0), min(b + 1, frames - 1) + 1)
+            segments.append((s, table[span], *_costs(s, table[span], valid[span], angle)))
+    if not segments:
+        return
+    paths = _viterbi([x[2] for x in segments], [x[3] for x in segments])
+    for (s, rows, _, _), path in zip(segments, paths, strict=True):
+        s.chosen[rows[:, 0]] = rows[np.arange(len(rows)), path]  # (column 0: the frame's own)
 
 
-def _viterbi(
+def _costs(
     s: _Tree, table: NDArray[np.intp], valid: NDArray[np.bool_], angle: float
-) -> NDArray[np.intp]:
-    """The cheapest sequence of candidates, one per frame (row) from the valid ones of
-    ``table``: each bone step over ``angle`` costs 1, each radian ``SMOOTH_WEIGHT``, each
-    candidate solved from a neighbour ``NEIGHBOUR_COST``; ties go to the lowest column."""
+) -> tuple[Array, Array]:
+    """A segment's costs: (L, W) of taking each candidate of ``table`` (inf where not valid,
+    ``NEIGHBOUR_COST`` for one solved from a neighbour) and (L-1, W, W) of each step from a
+    candidate to the next frame's: each bone step over ``angle`` costs 1, each radian
+    ``SMOOTH_WEIGHT``."""
     node = np.where(valid, np.where(s.source[table] >= 0, NEIGHBOUR_COST, 0.0), np.inf)
     rot = s.rot[table]  # (L, W, B, 3, 3); cos of R_p^T R_c's angle from its trace
     cos = (np.einsum("lpbij,lcbij->lpcb", rot[:-1], rot[1:]) - 1.0) / 2.0
     step = np.arccos(np.clip(cos, -1.0, 1.0))  # (L-1, P, C, B)
     trans = np.sum(step > angle, axis=3) + SMOOTH_WEIGHT * step.sum(axis=3)
-    width = table.shape[1]
-    cost = node[0]
-    back = np.empty((len(table) - 1, width), dtype=np.intp)
-    for k in range(len(table) - 1):
-        total = cost[:, None] + trans[k]
-        back[k] = np.argmin(total, axis=0)
-        cost = total[back[k], np.arange(width)] + node[k + 1]
-    path = [int(np.argmin(cost))]
-    for best in back[::-1]:
-        path.append(int(best[path[-1]]))
-    path.reverse()
-    return np.asarray(table[np.arange(len(table)), path], dtype=np.intp)
+    return node, trans
+
+
+def _viterbi(nodes: list[Array], transitions: list[Array]) -> list[NDArray[np.intp]]:
+    """Per segment, the column of the cheapest sequence of candidates, one per row, under the
+    costs of ``_costs`` (ties go to the lowest column). The segments walk side by side, padded
+    to the longest and widest: a padded column costs inf, and so does every candidate past a
+    segment's end, but a step there costs nothing: the walk back from anywhere past the end
+    enters the segment at its cheapest last candidate, as the segment walked alone ends."""
+    n, length = len(nodes), max(len(x) for x in nodes)
+    width = max(x.shape[1] for x in nodes)
+    node = np.full((n, length, width), np.inf)
+    trans = np.zeros((n, length - 1, width, width))
+    for k, (nd, tr) in enumerate(zip(nodes, transitions, strict=True)):
+        rows, w = nd.shape
+        node[k, :rows, :w] = nd
+        trans[k, : rows - 1, :w, :w] = tr
+    cost = node[:, 0]
+    back = np.empty((length - 1, n, width), dtype=np.intp)
+    every, cols = np.arange(n)[:, None], np.arange(width)[None]
+    for k in range(length - 1):
+        total = cost[:, :, None] + trans[:, k]  # (segment, from, to)
+        back[k] = np.argmin(total, axis=1)
+        cost = total[every, back[k], cols] + node[:, k + 1]
+    path = np.empty((length, n), dtype=np.intp)
+    path[-1] = np.argmin(cost, axis=1)
+    for k in range(length - 2, -1, -1):
+        path[k] = back[k][np.arange(n), path[k + 1]]
+    return [path[: len(nd), k] for k, nd in enumerate(nodes)]
 
 
 def _apply(

@@ -232,3 +232,30 @@ def test_chunks_joined_then_repaired_equal_one_repair() -> None:
     assert np.array_equal(np.asarray(goals_joined.position), np.asarray(goals.position))
     back = flips.take_result(whole, np.arange(7, 29))
     assert np.array_equal(back.pose.rotations, whole.pose.rotations[7:29])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_shortest_paths_walked_side_by_side_are_each_the_cheapest(seed: int) -> None:
+    """``_viterbi`` walks segments of different lengths and widths together (padded): each
+    path costs the least of all paths through its own segment (every path enumerated), ties to
+    the lowest columns, as the segment walked alone gives."""
+    rng = np.random.default_rng(seed)
+    nodes, transitions = [], []
+    for _ in range(5):
+        rows, width = int(rng.integers(1, 6)), int(rng.integers(1, 4))
+        node = np.where(rng.random((rows, width)) < 0.2, np.inf, rng.integers(0, 3, (rows, width)))
+        node[:, 0] = 0.0  # a frame's own solve is always there
+        nodes.append(node)
+        transitions.append(rng.integers(0, 3, (rows - 1, width, width)).astype(float))
+    paths = flips._viterbi(nodes, transitions)
+    for node, trans, path in zip(nodes, transitions, paths, strict=True):
+        rows, width = node.shape
+
+        def cost(p: tuple[int, ...], node: np.ndarray = node, trans: np.ndarray = trans) -> float:
+            steps = sum(trans[k, p[k], p[k + 1]] for k in range(len(p) - 1))
+            return float(sum(node[k, p[k]] for k in range(len(p))) + steps)
+
+        every = list(itertools.product(range(width), repeat=rows))  # lexicographic order
+        best = min(every, key=cost)  # the first of the cheapest: ties to the lowest columns
+        assert cost(tuple(path)) == cost(best)
+        assert tuple(path) == tuple(flips._viterbi([node], [trans])[0])
