@@ -27,9 +27,11 @@ little. ``repair`` removes such flips after the batched solve:
    share of goals met cannot get worse by the repair, the rms error by about 1 % at most (a
    carried tree's second pass, 6, allows 1 % of what the first left).
 4. Per tree, a shortest path over the frames (Viterbi) picks one candidate a frame (admissible
-   within ``CHOICE_SHARE``), minimising the number of bone jumps over ``flip_angle``, then the
-   summed joint change (a tie break, 1e-3 per radian), plus 1e-9 per frame taken from a
-   neighbour (so a frame keeps its own solve unless a neighbour's start is smoother). Frames
+   within ``CHOICE_SHARE``), minimising the number of bone jumps over ``flip_angle``, each
+   weighed up by its size beyond that angle (``OVER_WEIGHT``: a half-turn costs as much as
+   about 27 jumps of 20 degrees), then the summed joint change (a tie break, 1e-3 per
+   radian), plus 1e-9 per frame taken from a neighbour (so a frame keeps its own solve unless
+   a neighbour's start is smoother). Frames
    with only their own candidate split the path into independent segments; only the segments
    with candidates are walked.
 5. When no wave is left, the path is chosen again (4) and the next pass re-solves the jumps
@@ -89,6 +91,16 @@ WAVE = 16
 PASSES = 1
 """Passes: re-solve the jumps on the chosen path, carry the waves to their end, choose again
 (a second pass removed no further jump on the zoo's rigs and took as long again)."""
+OVER_WEIGHT = 3.0
+"""Cost of a bone step over flip_angle per squared radian beyond it, on top of the 1 it costs as
+a jump: about 0.1 for a step of 20 degrees, 2.3 for 60, 26.5 for a half-turn. Counted alone,
+jumps were traded for fewer but larger ones: on 24 captured zoo bakes (seeds 3333, 3434 and
+3535) the repair took a tree whose own solves turned a bone by at most 38 degrees between
+frames to 44 jumps, four of them over 60 degrees (the largest 179.5); 48 bone steps over 60
+degrees in all, where the own solves had 20. With this weight 22 (the largest 141.5 degrees,
+where the own solves had 137), jumps 858 -> 938 in all (the own solves 1,587), no more than
+Blender's bake on the same 20 of 24 rigs. 1 and 10 per squared radian left 33 and 20 steps
+over 60 degrees, with 885 and 990 jumps; 3 per radian (linear) 30."""
 NEIGHBOUR_COST = 1e-9
 """Cost of taking a frame's pose from a neighbour's start rather than its own."""
 CHOICE_SHARE = 0.01
@@ -503,13 +515,15 @@ def _costs(
 ) -> tuple[Array, Array]:
     """A segment's costs: (L, W) of taking each candidate of ``table`` (inf where not valid,
     ``NEIGHBOUR_COST`` for one solved from a neighbour) and (L-1, W, W) of each step from a
-    candidate to the next frame's: each bone step over ``angle`` costs 1, each radian
-    ``SMOOTH_WEIGHT``."""
+    candidate to the next frame's: each bone step over ``angle`` costs 1 and ``OVER_WEIGHT``
+    per squared radian beyond ``angle``, each radian ``SMOOTH_WEIGHT``."""
     node = np.where(valid, np.where(s.source[table] >= 0, NEIGHBOUR_COST, 0.0), np.inf)
     rot = s.rot[table]  # (L, W, B, 3, 3); cos of R_p^T R_c's angle from its trace
     cos = (np.einsum("lpbij,lcbij->lpcb", rot[:-1], rot[1:]) - 1.0) / 2.0
     step = np.arccos(np.clip(cos, -1.0, 1.0))  # (L-1, P, C, B)
-    trans = np.sum(step > angle, axis=3) + SMOOTH_WEIGHT * step.sum(axis=3)
+    over = np.maximum(step - angle, 0.0)
+    trans = np.sum(step > angle, axis=3) + OVER_WEIGHT * np.sum(over * over, axis=3)
+    trans += SMOOTH_WEIGHT * step.sum(axis=3)
     return node, trans
 
 
