@@ -29,7 +29,7 @@ little. ``repair`` removes such flips after the batched solve:
 4. Per tree, a shortest path over the frames (Viterbi) picks one candidate a frame (admissible
    within ``CHOICE_SHARE``), minimising the number of bone jumps over ``flip_angle``, each
    weighed up by its size beyond that angle (``OVER_WEIGHT``: a half-turn costs as much as
-   about 27 jumps of 20 degrees), then the summed joint change (a tie break, 1e-3 per
+   about 25 jumps of 20 degrees), then the summed joint change (a tie break, 1e-3 per
    radian), plus 1e-9 per frame taken from a neighbour (so a frame keeps its own solve unless
    a neighbour's start is smoother). Frames
    with only their own candidate split the path into independent segments; only the segments
@@ -93,7 +93,7 @@ PASSES = 1
 (a second pass removed no further jump on the zoo's rigs and took as long again)."""
 OVER_WEIGHT = 3.0
 """Cost of a bone step over flip_angle per squared radian beyond it, on top of the 1 it costs as
-a jump: about 0.1 for a step of 20 degrees, 2.3 for 60, 26.5 for a half-turn. Counted alone,
+a jump: about 0.1 for a step of 20 degrees, 2.3 for 60, 26.4 for a half-turn. Counted alone,
 jumps were traded for fewer but larger ones: on 24 captured zoo bakes (seeds 3333, 3434 and
 3535) the repair took a tree whose own solves turned a bone by at most 38 degrees between
 frames to 44 jumps, four of them over 60 degrees (the largest 179.5); 48 bone steps over 60
