@@ -261,8 +261,8 @@ def test_chunks_joined_then_repaired_equal_one_repair() -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_the_shortest_paths_walked_side_by_side_are_each_the_cheapest(seed: int) -> None:
     """``_viterbi`` walks segments of different lengths and widths together (padded): each
-    path costs the least of all paths through its own segment (every path enumerated), ties to
-    the lowest columns, as the segment walked alone gives."""
+    path costs the least of all paths through its own segment (every path enumerated), and it
+    is the path the segment walked alone gives."""
     rng = np.random.default_rng(seed)
     nodes, transitions = [], []
     for _ in range(5):
@@ -279,8 +279,8 @@ def test_the_shortest_paths_walked_side_by_side_are_each_the_cheapest(seed: int)
             steps = sum(trans[k, p[k], p[k + 1]] for k in range(len(p) - 1))
             return float(sum(node[k, p[k]] for k in range(len(p))) + steps)
 
-        every = list(itertools.product(range(width), repeat=rows))  # lexicographic order
-        best = min(every, key=cost)  # the first of the cheapest: ties to the lowest columns
+        every = list(itertools.product(range(width), repeat=rows))
+        best = min(every, key=cost)
         assert cost(tuple(path)) == cost(best)
         assert tuple(path) == tuple(flips._viterbi([node], [trans])[0])
 
