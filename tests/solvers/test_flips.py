@@ -26,6 +26,7 @@ from jacobian_ik.solvers import (
     solve,
 )
 from jacobian_ik.solvers.goals import no_worse
+from jacobian_ik.solvers.solve import carry_groups
 from tests.solvers.test_trees import random_humanoid
 
 ANGLE = math.radians(10.0)
@@ -85,6 +86,24 @@ def path_cost(result: SolveResult, bones: np.ndarray | slice = slice(None)) -> f
     )
 
 
+def assert_as_good(
+    skel: Skeleton, st: Settings, plain: SolveResult, fixed: SolveResult, share: float
+) -> None:
+    """What the repair's path keeps to against the frames' own solves (``flips._Tree.as_good``,
+    written apart from it), per unit of IK trees repaired as one: a goal met stays met, and per
+    frame the goals not met end, together, no farther off than ``share`` of their
+    root-sum-square (or tolerance / 10 a goal, root-sum-squared, where that is more)."""
+    tol = st.tolerance
+    met = plain.position_error <= tol
+    assert np.all(fixed.position_error[met] <= tol)
+    for unit in carry_groups(skel, plain.trees):
+        off = np.where(met[:, unit], 0.0, 1.0)  # equal weights in these tests
+        own = np.sqrt(np.sum((off * plain.position_error[:, unit]) ** 2, axis=1))
+        rss = np.sqrt(np.sum((off * fixed.position_error[:, unit]) ** 2, axis=1))
+        slack = np.maximum(0.1 * tol * np.sqrt(off.sum(axis=1)), share * own)
+        assert np.all(rss <= own + slack + 1e-12), np.max(rss - own - slack)
+
+
 SEEDS = range(4)
 
 
@@ -121,14 +140,11 @@ def test_no_tree_jumps_more_and_goals_stay_met(solved: dict, seed: int) -> None:
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
         assert path_cost(fixed, bones) <= path_cost(plain, bones) + 1e-6
     assert all(a <= b for a, b in zip(jumps(skel, fixed), jumps(skel, plain), strict=True))
-    met = plain.position_error <= st.tolerance
-    assert np.all(fixed.position_error[met] <= st.tolerance)
-    # a met goal stays within tolerance, one the solve did not meet ends at most CHOICE_SHARE
-    # farther off (goals in conflict: another compromise): the met share holds, the rms moves
-    # by no more than that share
+    # a met goal stays within tolerance, the ones the solve did not meet end together at most
+    # CHOICE_SHARE farther off (goals in conflict: another compromise): the met share holds,
+    # the rms moves by no more than that share
     share = flips.CHOICE_SHARE
-    bound = no_worse(plain.position_error, st.tolerance, share)
-    assert np.all(fixed.position_error <= bound)
+    assert_as_good(skel, st, plain, fixed, share)
     assert (
         np.sqrt(np.mean(fixed.position_error**2))
         <= (1 + share) * np.sqrt(np.mean(plain.position_error**2)) + 0.1 * st.tolerance
@@ -157,6 +173,35 @@ def test_candidates_within_a_share_of_the_error_take_out_more_jumps(
     shared_cost = [path_cost(fixed) for _, _, _, _, (fixed, _) in solved.values()]
     assert all(a <= b + 1e-6 for a, b in zip(shared_cost, strict_cost, strict=True))
     assert sum(shared) < sum(strict), (shared, strict)
+
+
+def test_compromises_as_good_for_the_tree_take_out_more_jumps(
+    solved: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hands pulling at one spine, out of reach: a solve from a neighbour's pose ends at another
+    compromise, nearer one hand and farther from the other. Judged goal by goal (each within
+    CHOICE_SHARE of the own solve's error) most were refused and the spine kept jumping; judged
+    for the tree (the unmet goals' errors together) they are taken. The same candidates are
+    solved either way (waves carry on from ``admissible`` ones only), so each path costs no
+    more than the goal-by-goal one, the jumps fall, and some goal does end farther off than
+    the goal-by-goal bound (the trade is really made)."""
+    apart, apart_cost = [], []
+    with monkeypatch.context() as m:
+        m.setattr(flips._Tree, "as_good", flips._Tree.admissible)
+        for skel, goals, st, plain, _ in solved.values():
+            start = Pose.rest(skel.n_bones, FRAMES)
+            fixed = flips.repair(skel, goals, st, start, plain)[0]
+            apart.append(sum(jumps(skel, fixed)))
+            apart_cost.append(path_cost(fixed))
+    together = [sum(jumps(skel, fixed)) for skel, _, _, _, (fixed, _) in solved.values()]
+    together_cost = [path_cost(fixed) for _, _, _, _, (fixed, _) in solved.values()]
+    assert all(a <= b + 1e-6 for a, b in zip(together_cost, apart_cost, strict=True))
+    assert sum(together) < sum(apart), (together, apart)
+    traded = [
+        np.any(fixed.position_error > no_worse(plain.position_error, st.tolerance, 0.01))
+        for _, _, st, plain, (fixed, _) in solved.values()
+    ]
+    assert any(traded)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -188,8 +233,8 @@ def test_a_carrier_is_repaired_with_the_trees_it_carries(seed: int) -> None:
     fixed, report = flips.repair(skel, goals, st, start, plain)
     unit = sum(jumps(skel, fixed)[2:]), sum(jumps(skel, plain)[2:])
     assert unit[0] <= unit[1], unit
-    bound = no_worse(plain.position_error, st.tolerance, flips.CHOICE_SHARE)
-    assert np.all(fixed.position_error <= bound + 1e-12)
+    # the carried trees' second pass holds to what the first pass left: the share twice over
+    assert_as_good(skel, st, plain, fixed, (1 + flips.CHOICE_SHARE) ** 2 - 1)
     frames = np.flatnonzero(report.changed)
     assert frames.size
     for f in frames:
