@@ -154,6 +154,23 @@ def test_no_tree_jumps_more_and_goals_stay_met(solved: dict, seed: int) -> None:
     assert np.any(fixed.goal_status == "out_of_reach")  # targets out of reach are in the test
 
 
+def repair_again(solved: dict) -> list[tuple[int, float]]:
+    """Each rig of ``solved`` repaired again (under what the caller patched): jumps, path cost."""
+    out = []
+    for skel, goals, st, plain, _ in solved.values():
+        fixed = flips.repair(skel, goals, st, Pose.rest(skel.n_bones, FRAMES), plain)[0]
+        out.append((sum(jumps(skel, fixed)), path_cost(fixed)))
+    return out
+
+
+def assert_fewer_jumps_at_no_more_cost(solved: dict, other: list[tuple[int, float]]) -> None:
+    """The fixture's repairs against ``other`` (``repair_again``'s): each path costs no more,
+    and the jumps fall in all."""
+    ours = [(sum(jumps(skel, fixed)), path_cost(fixed)) for skel, *_, (fixed, _) in solved.values()]
+    assert all(a[1] <= b[1] + 1e-6 for a, b in zip(ours, other, strict=True))
+    assert sum(a[0] for a in ours) < sum(b[0] for b in other), (ours, other)
+
+
 def test_candidates_within_a_share_of_the_error_take_out_more_jumps(
     solved: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,18 +178,10 @@ def test_candidates_within_a_share_of_the_error_take_out_more_jumps(
     a little farther from one goal; held to the own solve's error, the repair refused it. The
     same candidates are solved either way (waves start only from those as good as the own
     solve), so with more of them to choose from each path costs no more, and the jumps fall."""
-    strict, strict_cost = [], []
     with monkeypatch.context() as m:
         m.setattr(flips, "CHOICE_SHARE", 0.0)
-        for skel, goals, st, plain, _ in solved.values():
-            start = Pose.rest(skel.n_bones, FRAMES)
-            fixed = flips.repair(skel, goals, st, start, plain)[0]
-            strict.append(sum(jumps(skel, fixed)))
-            strict_cost.append(path_cost(fixed))
-    shared = [sum(jumps(skel, fixed)) for skel, _, _, _, (fixed, _) in solved.values()]
-    shared_cost = [path_cost(fixed) for _, _, _, _, (fixed, _) in solved.values()]
-    assert all(a <= b + 1e-6 for a, b in zip(shared_cost, strict_cost, strict=True))
-    assert sum(shared) < sum(strict), (shared, strict)
+        strict = repair_again(solved)
+    assert_fewer_jumps_at_no_more_cost(solved, strict)
 
 
 def test_compromises_as_good_for_the_tree_take_out_more_jumps(
@@ -185,18 +194,10 @@ def test_compromises_as_good_for_the_tree_take_out_more_jumps(
     solved either way (waves carry on from ``admissible`` ones only), so each path costs no
     more than the goal-by-goal one, the jumps fall, and some goal does end farther off than
     the goal-by-goal bound (the trade is really made)."""
-    apart, apart_cost = [], []
     with monkeypatch.context() as m:
         m.setattr(flips._Tree, "as_good", flips._Tree.admissible)
-        for skel, goals, st, plain, _ in solved.values():
-            start = Pose.rest(skel.n_bones, FRAMES)
-            fixed = flips.repair(skel, goals, st, start, plain)[0]
-            apart.append(sum(jumps(skel, fixed)))
-            apart_cost.append(path_cost(fixed))
-    together = [sum(jumps(skel, fixed)) for skel, _, _, _, (fixed, _) in solved.values()]
-    together_cost = [path_cost(fixed) for _, _, _, _, (fixed, _) in solved.values()]
-    assert all(a <= b + 1e-6 for a, b in zip(together_cost, apart_cost, strict=True))
-    assert sum(together) < sum(apart), (together, apart)
+        apart = repair_again(solved)
+    assert_fewer_jumps_at_no_more_cost(solved, apart)
     traded = [
         np.any(fixed.position_error > no_worse(plain.position_error, st.tolerance, 0.01))
         for _, _, st, plain, (fixed, _) in solved.values()
