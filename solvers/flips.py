@@ -296,10 +296,11 @@ class _Tree:
         """Per candidate: as good as its frame's own solve for the tree as a whole, the path's
         rule (3, 4): each goal the own solve met stays met and each rotation error is held as
         in ``admissible``, but the position goals the own solve did not meet are judged
-        together: the root-sum-square of their weighted errors ends within ``no_worse``'s
-        bound of the own solve's (+ tolerance / 10 a goal, root-sum-squared, or + ``share``
-        of it). Goals in conflict have many compromises; one a little nearer one goal and a
-        little farther from another is as good for the tree (one goal alone: ``admissible``)."""
+        together: the root-sum-square of their weighted errors ends no farther off than the
+        own solve's plus tolerance / 10 a goal (root-sum-squared) or plus ``share`` of it,
+        where that is more (``no_worse``'s slack, for the goals together). Goals in conflict
+        have many compromises; one a little nearer one goal and a little farther from another
+        is as good for the tree (one goal alone: ``admissible``)."""
         f = self.frame
         free_pos, free_rot = met_tol[0][self.tree], met_tol[1][self.tree]
         tol, rtol = settings.tolerance, settings.rotation_tolerance
