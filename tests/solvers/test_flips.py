@@ -205,6 +205,51 @@ def test_compromises_as_good_for_the_tree_take_out_more_jumps(
     assert any(traded)
 
 
+def test_as_good_for_the_tree_is_the_solves_own_measure_of_the_goals_not_met() -> None:
+    """The path's rule on one frame of two goals (position and rotation), candidate by
+    candidate against the own solve (row 0): a compromise nearer one goal and farther from the
+    other is taken when the weighted root-sum-square of the unmet errors (what the solve
+    minimises) does not grow beyond 1 %, rotations counted in radians with their weight as the
+    solve counts them; never when a met goal ends unmet. ``admissible`` (goal by goal) refuses
+    every trade."""
+    st = Settings()
+    tol = st.tolerance
+    own_pos, own_rot = [0.233, 0.237], [0.0254, 0.0012]
+    cases = {  # candidate: (position errors, rotation errors, as good for the tree)
+        "own": (own_pos, own_rot, True),
+        "hands nearer, a hand's turn farther (zoo 3737/05)": (
+            [0.218, 0.217],
+            [0.0136, 0.0126],
+            True,
+        ),
+        "6 mm nearer one, 4 mm farther the other": ([0.227, 0.241], own_rot, True),
+        "2 % farther in all": ([0.2377, 0.2417], own_rot, False),
+        "the other turned far off": ([0.218, 0.217], [0.0136, 0.4], False),
+    }
+    tree = object.__new__(flips._Tree)
+    tree.tree = np.array([0, 1])
+    tree.frame = np.zeros(len(cases), dtype=np.intp)
+    tree.source = np.array([-1] + [0] * (len(cases) - 1))
+    tree.pos = np.array([c[0] for c in cases.values()])
+    tree.ori = np.array([c[1] for c in cases.values()])
+    tree.weight = (np.ones(2), np.full(2, 0.5))
+    free = (np.zeros(2, dtype=bool), np.zeros(2, dtype=bool))
+    want = [c[2] for c in cases.values()]
+    assert tree.as_good(st, free, flips.CHOICE_SHARE).tolist() == want
+    assert tree.admissible(st, free, flips.CHOICE_SHARE).tolist() == [True] + [False] * 4
+    # a goal met (within tolerance) stays met, whatever the others gain
+    tree.pos[:, 0] = [0.5 * tol, 2 * tol, 0.5 * tol, 0.5 * tol, 0.5 * tol]
+    tree.pos[1:3, 1] = 0.1, 0.230  # the other goal much nearer, a little nearer
+    assert tree.as_good(st, free, flips.CHOICE_SHARE).tolist() == [True, False, True, False, False]
+    # weights as the solve's: the goal it moves away from weighing 9 makes the 6/4 mm trade a
+    # loss of 1.3 % (0.748 -> 0.758)
+    tree.pos, tree.weight = (
+        np.array([c[0] for c in cases.values()]),
+        (np.array([1.0, 9.0]), np.zeros(2)),
+    )
+    assert not tree.as_good(st, free, flips.CHOICE_SHARE)[2]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_each_frame_equals_its_solve_alone_from_its_start(solved: dict, seed: int) -> None:
     """A range still equals its frames solved one by one: each frame, solved alone from the
