@@ -41,6 +41,7 @@ from .stops import (
     STAGNATED,
     STATIONARY,
 )
+from .straight import straighten
 
 MODES = ("converge", "track")
 NULLSPACE = ("none", "exact", "damped")
@@ -390,6 +391,8 @@ def solve(
         skeleton.clamp_to_limits(start)  # a start pose outside the limits starts at them
     if goals.balance is not None:
         g.balance = prepare_balance(goals.balance, skeleton, g.frames, g.support_point())
+    if settings.mode == "converge":
+        start = straighten(skeleton, g, start)  # goals out of reach start at their answer
     trees = ik_trees(skeleton) if g.balance is None else [np.arange(skeleton.n_effectors)]
     problem = _problem(skeleton, g, settings)
     method = settings.make_method()
@@ -486,6 +489,8 @@ def solve_tree(
     ``solve`` gives (no balance; the start pose is used in place)."""
     if settings.keep_limits:
         skeleton.clamp_to_limits(start)
+    if settings.mode == "converge":
+        start = straighten(skeleton, g, start)
     settings = tree_settings(settings, skeleton, g)
     problem = _problem(skeleton, g, settings)
     return _solve(problem, settings.make_method(), g, start, None, 1)

@@ -37,6 +37,7 @@ from .solve import (
     trees_record,
 )
 from .solve import solve as solve_batched  # the batched loop (many frames, every option)
+from .straight import straighten
 
 Array = NDArray[np.float64]
 
@@ -163,6 +164,7 @@ class Solver:
             raise SettingsError(
                 f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skel.n_bones}"
             )
+        start = straighten(skel, prepare_goals(goals, e, self._goal_memo), start)  # as ``solve``
         rotation = None if goals.rotation is None else np.asarray(goals.rotation, dtype=float)[0]
         base = None if goals.base is None else np.asarray(goals.base, dtype=float)
         if base is not None and base.ndim == 3:
@@ -207,6 +209,7 @@ class Solver:
         if self.settings.keep_limits and np.any(skel.dof_limited):
             start = start.copy()
             skel.clamp_to_limits(start)  # as ``solve`` starts: at the limits
+        start = straighten(skel, g, start)  # as ``solve`` starts: goals out of reach straight
         identity = bool(np.all(g.lin == np.eye(3)))
         key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity]) + self._caps(g)
         if key not in self._compiled:
