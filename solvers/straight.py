@@ -120,7 +120,7 @@ def straighten(skel: Skeleton, g: PreparedGoals, start: Pose) -> Pose:
         if frames.size == 0:
             continue
         if out is None:
-            out = Pose(start.rotations.copy(), start.locations, start.stretch)
+            out = start.copy()
         u = toward[frames] / d[frames, None]
         parent = np.broadcast_to(rot, (len(every), 3, 3))[frames]
         worlds, heads = [], []
