@@ -112,9 +112,11 @@ def straighten(skel: Skeleton, g: PreparedGoals, start: Pose) -> Pose:
     every = np.arange(start.frames)
     out = None
     for e, path, above in found:
-        # the base's head, down from the root (the bones above it and the base: a few)
+        # the base's frame and head, down from the root (the bones above it and the base: a few)
         rot, head = _walk(skel, start, every, above, np.eye(3), np.zeros(3))
-        toward = tm[:, e] - _walk(skel, start, every, path[:1], rot, head)[1]
+        base_rot, base_head = _walk(skel, start, every, path[:1], rot, head)
+        base_head = np.broadcast_to(base_head, (len(every), 3))
+        toward = tm[:, e] - base_head
         d = np.linalg.norm(toward, axis=-1)
         frames = np.flatnonzero(d > reach[e])
         if frames.size == 0:
@@ -123,10 +125,9 @@ def straighten(skel: Skeleton, g: PreparedGoals, start: Pose) -> Pose:
             out = start.copy()
         u = toward[frames] / d[frames, None]
         parent = np.broadcast_to(rot, (len(every), 3, 3))[frames]
-        worlds, heads = [], []
-        r, h = parent, np.broadcast_to(head, (len(every), 3))[frames]
-        for k in range(len(path)):
-            r, h = _walk(skel, start, frames, path[k : k + 1], r, h)
+        worlds, heads = [base_rot[frames]], [base_head[frames]]
+        for k in range(1, len(path)):  # the chain below the base, on these frames
+            r, h = _walk(skel, start, frames, path[k : k + 1], worlds[-1], heads[-1])
             worlds.append(r)
             heads.append(h)
         tip = heads[-1]
