@@ -25,19 +25,17 @@ little. ``repair`` removes such flips after the batched solve:
    goal the own solve met stays met, but the goals it did not meet are taken together, by
    the solve's own measure (the root of their rows' weighted squared errors, rotations in
    radians) within ``CHOICE_SHARE`` (1 %) of the own solve's (or tolerance / 10 a goal;
-   waves start only from the first kind). Where
-   goals conflict, a solve from a neighbour's pose ends at another compromise, nearer one
-   goal and farther from another, as good for the tree. So no met goal ends unmet and the
-   unmet ones of a tree end no more than 1 % farther off together: the share of goals met
-   cannot get worse by the repair, the rms error by about 1 % at most (a carried tree's
-   second pass, 6, allows 1 % of what the first left).
+   waves start only from the first kind). Where goals conflict, a solve from a neighbour's
+   pose ends at another compromise, nearer one goal and farther from another, as good for
+   the tree. So no met goal ends unmet and the unmet ones of a tree end no more than 1 %
+   farther off together: the share of goals met cannot get worse by the repair, the rms error
+   by about 1 % at most (a carried tree's second pass, 6, allows 1 % of what the first left).
 4. Per tree, a shortest path over the frames (Viterbi) picks one candidate a frame (as good
    for the tree as its own solve, within ``CHOICE_SHARE``), minimising the number of bone
-   jumps over ``flip_angle``, each
-   weighed up by its size beyond that angle (``OVER_WEIGHT``: a half-turn costs as much as
-   about 25 jumps of 20 degrees), then the summed joint change (a tie break, 1e-3 per
-   radian), plus 1e-9 per frame taken from a neighbour (so a frame keeps its own solve unless
-   a neighbour's start is smoother). Frames
+   jumps over ``flip_angle``, each weighed up by its size beyond that angle
+   (``OVER_WEIGHT``: a half-turn costs as much as about 25 jumps of 20 degrees), then the
+   summed joint change (a tie break, 1e-3 per radian), plus 1e-9 per frame taken from a
+   neighbour (so a frame keeps its own solve unless a neighbour's start is smoother). Frames
    with only their own candidate split the path into independent segments; only the segments
    with candidates are walked.
 5. When no wave is left, the path is chosen again (4) and the next pass re-solves the jumps
