@@ -163,6 +163,7 @@ def bake_ours(ob: Any, frames: int, method: str, mode: str) -> Bake:
     solver: dict[str, Any] = {}
     if rep is not None:
         split |= {"read": rep.read_time, "solve": rep.solve_time, "write": rep.write_time}
+        split |= {"flip_repair": rep.repair_time, "smoothing": rep.smooth_time}
         solver = {
             "converged": rep.converged,
             "iterations_mean": float(rep.iterations.mean()),

@@ -18,6 +18,7 @@ import os
 import shlex
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,7 @@ def measure(rig: ZooRig, frames: int, repeats: int, margin: float) -> dict[str, 
             "bake_times": [b.time for b in runs],
             "keys": runs[0].keys,
             "solver": runs[0].solver,
+            "bake_split": runs[0].split,  # seconds by part (our bake: ``bridge.run.RunReport``)
         }
     return {
         "kind": rig.kind,
@@ -324,7 +326,41 @@ def markdown(out: dict[str, Any], command: str) -> str:
         "(frame, chain bone) samples more than 0.1° off the cubic through the bone's two frames "
         "on either side (`benchmarks/common.py` `rough`). Keys: F-curve keys written by the bake.",
     ]
+    parts = _time_parts(out)
+    if parts:
+        lines += ["", parts]
     return "\n".join(lines) + "\n"
+
+
+# our bake's parts (``blender.bake_ours``' split): label, how it is found
+PARTS: dict[str, Callable[[dict[str, float]], float]] = {
+    "reading the frames": lambda t: t["read"],
+    "solving them": lambda t: t["solve"] - t["flip_repair"] - t["smoothing"],
+    "the flip repair": lambda t: t["flip_repair"],
+    "the smoothing": lambda t: t["smoothing"],
+    "writing the keys": lambda t: t["write"],
+}
+
+
+def _time_parts(out: dict[str, Any]) -> str:
+    """Where our bake's time goes, per kind of rig: the medians of each part over the rigs."""
+    kinds: dict[str, list[dict[str, float]]] = {}
+    for r in out["rigs"].values():
+        split = r["methods"][OURS].get("bake_split") or {}
+        if "flip_repair" in split:
+            kinds.setdefault(r["kind"], []).append(split)
+    if not kinds:
+        return ""
+    text = []
+    for kind, splits in kinds.items():
+        ms = {k: 1e3 * statistics.median(f(t) for t in splits) for k, f in PARTS.items()}
+        total = 1e3 * statistics.median(t["bake"] for t in splits)
+        text.append(f"{kind}s {total:.0f} ms: " + ", ".join(f"{k} {v:.0f}" for k, v in ms.items()))
+    return (
+        "Where our bake's time goes (the first run of each rig, medians over the rigs of a kind, "
+        "ms; the parts are the bake's own timers, `bridge.run.RunReport`, the rest is Python "
+        "around them): " + "; ".join(text) + "."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,10 @@ class RunReport:
     keys: int
     warnings: list[str] = field(default_factory=list)
     full_keys: int = 0  # keys a full bake writes (every frame of every channel)
+    # of solve_time, the seconds of a bake's passes over the whole range: the flip repair
+    # (``solvers.flips.repair``) and the jitter smoothing (``solvers.smooth``)
+    repair_time: float = 0.0
+    smooth_time: float = 0.0
     # (F,) horizontal distance of the centre of mass from the support point (world units),
     # None when no goal has ``support`` on
     balance_distance: Array | None = None
@@ -99,6 +103,8 @@ class RunReport:
             "time": {
                 "read": self.read_time,
                 "solve": self.solve_time,
+                "solve_flip_repair": self.repair_time,
+                "solve_smoothing": self.smooth_time,
                 "write": self.write_time,
                 "total": self.total_time,
             },
@@ -326,6 +332,8 @@ def run_steps(
         keys=keys,
         warnings=model.warnings,
         full_keys=full_keys,
+        repair_time=solved.passes_time[0],
+        smooth_time=solved.passes_time[1],
         balance_distance=np.concatenate(distances) if distances else None,
         aim=np.array([getattr(g, "type", "REACH") == "AIM" for g in model.goals], dtype=bool),
         goal_status=solved.goal_status,
@@ -428,6 +436,7 @@ class _Solved:
     body_parts: list[tuple[Array, Array | None]]  # per chunk: root locations, balance distances
     read_time: float
     solve_time: float
+    passes_time: tuple[float, float]  # of solve_time: the flip repair's, the smoothing's
     # the largest factor from the solver's errors to the scene's (a bone above the chains
     # scaled: ``rig.FrameData.error_scale``; 1 when none is)
     error_scale: float = 1.0
@@ -493,7 +502,7 @@ def _solve_chunks(
         yield 0.9 * (first + len(chunk)) / len(frame_list)
     t1 = time.perf_counter()
     try:
-        results = _repair_flips(model, prepared, settings, chunks)
+        results, passes = _repair_flips(model, prepared, settings, chunks)
     except IKError as exc:
         raise RigError(f"solver: {exc}") from exc
     solve_time += time.perf_counter() - t1
@@ -509,6 +518,7 @@ def _solve_chunks(
         *_gather(model, chunks, results, stretched, reduce_keys),
         read_time,
         solve_time,
+        passes,
         max(scales, default=1.0),
         _statuses(results, n_goals),
         recalled,
@@ -593,13 +603,13 @@ def _repair_flips(
     prepared: Prepared,
     settings: Settings,
     chunks: list[tuple[rig.FrameData, Goals, SolveResult]],
-) -> list[SolveResult]:
+) -> tuple[list[SolveResult], tuple[float, float]]:
     """Each chunk's result, with the post-passes of converge mode run once over the whole range
     (the chunks joined, so they do not depend on where chunks end): ``solvers.flips.repair``
     re-solves the frames where a bone turns by more than ``Settings.flip_angle`` from their
     solved neighbours, then ``solvers.smooth`` takes the jitter out of the motion in the goals'
     null space (``Settings.smooth_passes``). Not with Move Root and poles (their second pass,
-    ``full_body``)."""
+    ``full_body``). With the seconds each pass took."""
     results = [c[2] for c in chunks]
     frames = sum(r.pose.frames for r in results)
     if (
@@ -608,19 +618,22 @@ def _repair_flips(
         or frames < 3
         or (model.root >= 0 and prepared.poles.poles)
     ):
-        return results
+        return results, (0.0, 0.0)
     start = flips.join_poses([c[0].pose for c in chunks])
     goals = flips.join_goals([c[1] for c in chunks])
     whole = flips.join_results(results)
+    t0 = time.perf_counter()
     if settings.flip_angle > 0.0:
         whole, _ = flips.repair(model.skeleton, goals, settings, start, whole)
+    t1 = time.perf_counter()
     whole, _ = smooth_jitter(model.skeleton, goals, settings, whole, settings.smooth_passes)
+    passes = (t1 - t0, time.perf_counter() - t1)
     out, first = [], 0
     for r in results:
         index = np.arange(first, first + r.pose.frames)
         first += r.pose.frames
         out.append(flips.take_result(whole, index))
-    return out
+    return out, passes
 
 
 def _channels(ob: Any, solved: _Solved) -> list[write.Channel]:

@@ -133,7 +133,8 @@ def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
     assert json.loads(proc.stdout) == out
     assert (out["seed"], out["count"], out["frames"]) == (3, 4, 4)
     assert "--seed 3" in out["command"]
-    assert [r["kind"] for r in out["rigs"].values()] == ["humanoid", "spider", "tentacle", "tree"]
+    kinds = ["humanoid", "spider", "tentacle", "tree"]
+    assert [r["kind"] for r in out["rigs"].values()] == kinds
     for name, r in out["rigs"].items():
         assert r["samples"] == 4 * len(r["goals"]) and 0 <= r["reachable_samples"] <= r["samples"]
         # Blender's bake played back again with its bones put back, where it left them off
@@ -152,6 +153,11 @@ def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
             assert m["detached_max"] >= m["detached_mean"] >= 0.0
         # ours keys rotations only: every bone stays on its parent
         assert r["methods"]["ours"]["detached_max"] < 1e-6, name
+        # our bake's time by part: the flip repair and the smoothing (both run on 4 frames) are
+        # parts of the solve's time
+        t = r["methods"]["ours"]["bake_split"]
+        assert 0.0 < t["flip_repair"] and 0.0 < t["smoothing"], (name, t)
+        assert t["flip_repair"] + t["smoothing"] <= t["solve"] <= t["bake"], (name, t)
         assert set(r["targets"]) >= {"reachable >= Blender", "rms <= Blender", "jumps <= Blender"}
         assert ("reachable >= 99.9 %" in r["targets"]) == (r["single_reachable_samples"] > 0)
         assert len(m["per_goal_reachable_under_1e-3"]) == len(r["goals"])
@@ -160,6 +166,7 @@ def test_small_zoo_runs_and_reports(tmp_path: Path) -> None:
             assert r["methods"]["ours"]["reachable_under_1e-3"] == 1.0
     table = (tmp_path / "small.md").read_text()
     assert "python -m benchmarks.zoo --seed 3" in table and table.count("\n| 0") == 4
+    assert all(f"{kind}s " in table.split("Where our bake's time goes")[1] for kind in kinds)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="bpy is not installed")
