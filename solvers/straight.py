@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from .goals import PreparedGoals
 from .skeleton import KIND_BALL, ROT_POST, Pose, Skeleton
+from .so3 import orthonormalize
 
 Array = NDArray[np.float64]
 
@@ -134,10 +135,15 @@ def straighten(skel: Skeleton, g: PreparedGoals, start: Pose) -> Pose:
         if skel.eff_stretches[e]:
             tip = tip + start.stretch[frames, path[-1], None] * worlds[-1][:, :, 1]
         ends = [*heads[1:], tip + worlds[-1] @ skel.eff_offset[e]]
+        local = np.empty((len(path), frames.size, 3, 3))
         for k, b in enumerate(path):
             world = _swing(ends[k] - heads[k], u) @ worlds[k]
-            out.rotations[frames, b] = np.swapaxes(parent @ skel.rest_rot[b], -1, -2) @ world
+            local[k] = np.swapaxes(parent @ skel.rest_rot[b], -1, -2) @ world
             parent = world
+        # projected onto rotations: the transpose above inverts a start's frame only as far as
+        # that frame is a rotation, so a start off by e came out about len(path) e off, and a
+        # start that was the last frame's straightened answer drifted 10x a frame to NaN
+        out.rotations[frames[None, :], path[:, None]] = orthonormalize(local)
     return start if out is None else out
 
 
