@@ -94,9 +94,10 @@ def clamp_max_abs(dq: Array, bound: Array | float, rotational: NDArray[np.bool_]
     """
     if not np.any(rotational):
         return dq
-    peak = np.abs(dq[..., rotational]).max(axis=-1)
-    b = np.asarray(bound, dtype=float)
-    scale = np.where(peak > b, b / np.where(peak > 0, peak, 1.0), 1.0)
+    peak = np.asarray(np.abs(dq[..., rotational]).max(axis=-1))
+    b = np.broadcast_to(np.asarray(bound, dtype=float), peak.shape)
+    # b / peak only where it clamps (elsewhere a huge bound over a tiny step overflowed)
+    scale = np.divide(b, peak, out=np.ones_like(peak), where=peak > b)
     return dq * scale[..., None]
 
 

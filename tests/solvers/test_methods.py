@@ -423,3 +423,22 @@ def chain_of_two():
     return Skeleton(
         [-1, 0, 1], rest, [Joint(""), Joint("XYZ"), Joint("XYZ")], [Effector(2, (0.0, 1.0, 0.0))]
     )
+
+
+def test_clamp_max_abs_scales_only_steps_over_the_bound_and_never_overflows() -> None:
+    """ClampMaxAbs (Buss-Kim 2005): a step whose largest rotational component is over the bound
+    is scaled down to it, any other kept as it is, translations not measured; a huge bound over
+    a tiny step (SDLS's gamma on a near-singular frame) neither overflows nor warns (it did)."""
+    import warnings
+
+    from jacobian_ik.solvers.methods import clamp_max_abs
+
+    dq = np.array([[0.2, -0.5, 3.0], [1e-300, 0.0, 0.0], [0.01, 0.02, 9.0]])
+    rotational = np.array([True, True, False])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = clamp_max_abs(dq, np.array([0.25, 1e300, 0.25]), rotational)
+        one = clamp_max_abs(dq[0], 0.25, rotational)
+    np.testing.assert_allclose(out[0], dq[0] * 0.5)
+    assert out[1].tobytes() == dq[1].tobytes() and out[2].tobytes() == dq[2].tobytes()
+    np.testing.assert_allclose(one, dq[0] * 0.5)
