@@ -1,6 +1,7 @@
 """The invariants every method must keep, and each paper's defining property."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from jacobian_ik.solvers import (
     make_method,
     solve,
 )
-from jacobian_ik.solvers.methods import SDLS, StepContext, optimal_damping
+from jacobian_ik.solvers.methods import SDLS, StepContext, clamp_max_abs, optimal_damping
 from tests.rigs.skeletons import buss_kim, chain, humanoid
 
 ALL = sorted(METHODS)
@@ -429,10 +430,6 @@ def test_clamp_max_abs_scales_only_steps_over_the_bound_and_never_overflows() ->
     """ClampMaxAbs (Buss-Kim 2005): a step whose largest rotational component is over the bound
     is scaled down to it, any other kept as it is, translations not measured; a huge bound over
     a tiny step (SDLS's gamma on a near-singular frame) neither overflows nor warns (it did)."""
-    import warnings
-
-    from jacobian_ik.solvers.methods import clamp_max_abs
-
     dq = np.array([[0.2, -0.5, 3.0], [1e-300, 0.0, 0.0], [0.01, 0.02, 9.0]])
     rotational = np.array([True, True, False])
     with warnings.catch_warnings():

@@ -162,7 +162,7 @@ def test_one_frame_at_a_time_and_the_repair_start_alike(
 @pytest.mark.parametrize("path", ["solve", "Solver"])
 def test_each_frame_from_the_last_one_keeps_its_bones_rotations(path: str) -> None:
     """A tentacle posed frame by frame, each frame from the pose the frame before ended at (as
-    a script or live posing chains them), its target going in and out of reach: the bones stay
+    a script chaining ``Solver`` calls does), its target going in and out of reach: the bones stay
     rotations to rounding, each frame out of reach ends at its bound and each in reach is met.
     Before, straightening inverted each start's bone frames by their transpose, so a start a
     little off a rotation came out about the chain's length times farther off: 10x a frame,
