@@ -222,8 +222,11 @@ def replace_keys(fcurve: Any, frames: Array, values: Array, interpolation: int) 
         points.foreach_get("co", co)
         x = co[0::2]
         inside = np.flatnonzero((x >= frames.min() - 1e-3) & (x <= frames.max() + 1e-3))
-        for i in inside[::-1]:
-            points.remove(points[int(i)], fast=True)
+        if len(inside) == len(points):  # every key: one call (a bake of the range again)
+            points.clear()
+        else:
+            for i in inside[::-1]:
+                points.remove(points[int(i)], fast=True)
     kept = len(points)
     points.add(len(frames))
     co = np.empty(2 * len(points), dtype=np.float32)
