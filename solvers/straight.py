@@ -134,12 +134,14 @@ def straighten(skel: Skeleton, g: PreparedGoals, start: Pose) -> Pose:
         tip = heads[-1]
         if skel.eff_stretches[e]:
             tip = tip + start.stretch[frames, path[-1], None] * worlds[-1][:, :, 1]
-        ends = [*heads[1:], tip + worlds[-1] @ skel.eff_offset[e]]
-        local = np.empty((len(path), frames.size, 3, 3))
-        for k, b in enumerate(path):
-            world = _swing(ends[k] - heads[k], u) @ worlds[k]
-            local[k] = np.swapaxes(parent @ skel.rest_rot[b], -1, -2) @ world
-            parent = world
+        ends = np.stack([*heads[1:], tip + worlds[-1] @ skel.eff_offset[e]])
+        # every bone at once (each turns its own segment, as the walk found it, toward u; its
+        # new local rotation is relative to its parent's new frame): (bones, frames, 3, 3)
+        shape = (len(path), frames.size)
+        swing = _swing((ends - np.stack(heads)).reshape(-1, 3), np.tile(u, (len(path), 1)))
+        world = swing.reshape(*shape, 3, 3) @ np.stack(worlds)
+        parents = np.concatenate([parent[None], world[:-1]])
+        local = np.swapaxes(parents @ skel.rest_rot[path][:, None], -1, -2) @ world
         # projected onto rotations: the transpose above inverts a start's frame only as far as
         # that frame is a rotation, so a start off by e came out about len(path) e off, and a
         # start that was the last frame's straightened answer drifted 10x a frame to NaN
