@@ -77,7 +77,7 @@ from .solve import (
     Settings,
     SolveResult,
     carry_groups,
-    goal_status,
+    goal_status_at,
     ik_trees,
     solve_tree,
     tree_carriers,
@@ -626,10 +626,12 @@ def _apply(
         reasons = np.asarray(result.tree_reason).astype(object)  # (T, F)
     else:
         reasons = np.asarray(result.reason).astype(object)[None]
+    changed = np.zeros(pose.frames, dtype=bool)
     for s in state:
         frames = np.flatnonzero(s.chosen != np.arange(pose.frames))
         if frames.size == 0:
             continue
+        changed[frames] = True
         c = s.chosen[frames]
         at = np.ix_(frames, s.bones)
         pose.rotations[at], pose.locations[at], pose.stretch[at] = s.rot[c], s.loc[c], s.stretch[c]
@@ -643,7 +645,9 @@ def _apply(
         report.changed[frames] = True
     out = replace(result, pose=pose, position_error=pos, rotation_error=rot, iterations=iterations)
     out = _with_reasons(out, reasons)
-    out.goal_status = goal_status(skeleton, g, out, settings)
+    out.goal_status = goal_status_at(
+        skeleton, g, out, settings, result.goal_status, np.flatnonzero(changed)
+    )
     return out
 
 

@@ -109,9 +109,10 @@ def smooth(
         run.passes(pose, passes, report)
     if not report.changed.any():
         return result, report
-    err = run.problem.errors(skeleton.forward_kinematics(pose), g)
+    kin = skeleton.forward_kinematics(pose)
+    err = run.problem.errors(kin, g)
     out = replace(result, pose=pose, position_error=err.pos, rotation_error=err.rot)
-    out.goal_status = goal_status(skeleton, g, out, settings)
+    out.goal_status = goal_status(skeleton, g, out, settings, kin)
     return out, report
 
 

@@ -734,11 +734,16 @@ def _unstack(
 
 
 def goal_status(
-    skeleton: Skeleton, g: PreparedGoals, result: SolveResult, settings: Settings
+    skeleton: Skeleton,
+    g: PreparedGoals,
+    result: SolveResult,
+    settings: Settings,
+    kin: Kinematics | None = None,
 ) -> NDArray[np.str_]:
     """(F, E) each goal "met", "out_of_reach" (its target farther from the chain's fixed base than
     the chain is long, or nearer than it can fold) or "conflict" (in reach, not met: other goals
-    of its tree, joint limits or locks hold it); "secondary" for poles."""
+    of its tree, joint limits or locks hold it); "secondary" for poles. ``kin``: the forward
+    kinematics of ``result.pose``, when the caller has it."""
     met = (result.position_error <= settings.tolerance) | (g.w_pos <= 0) | g.is_aim
     met &= (result.rotation_error <= settings.rotation_tolerance) | ~(
         (g.w_rot > 0) | (g.is_aim & (g.w_pos > 0))
@@ -746,7 +751,7 @@ def goal_status(
     if np.all(met) and not np.any(g.secondary):
         return np.full(met.shape, "met")
     reach, base_bone, inner = skeleton.chain_reach()
-    kin = skeleton.forward_kinematics(result.pose)
+    kin = skeleton.forward_kinematics(result.pose) if kin is None else kin
     base = rotate(g.lin[:, None], kin.head[:, base_bone]) + g.trans[:, None]  # (F, E, 3)
     scale = np.abs(np.linalg.det(g.lin)) ** (1.0 / 3.0)  # world units per model unit
     d = np.linalg.norm(g.position - base, axis=-1)
@@ -758,6 +763,33 @@ def goal_status(
     )
     status[:, g.secondary] = "secondary"
     return np.asarray(status)
+
+
+def goal_status_at(
+    skeleton: Skeleton,
+    g: PreparedGoals,
+    result: SolveResult,
+    settings: Settings,
+    before: NDArray[np.str_] | None,
+    frames: NDArray[np.intp],
+) -> NDArray[np.str_]:
+    """``goal_status`` of ``result`` whose frames other than ``frames`` are those of a result
+    whose status is ``before`` (a repair or smoothing that changed a few frames): only those
+    frames again (their forward kinematics; the status is frame by frame), the same array."""
+    if before is None:
+        return goal_status(skeleton, g, result, settings)
+    status = np.asarray(before).astype("<U12")
+    if len(frames):
+        part = replace(
+            result,
+            pose=result.pose.take(frames),
+            position_error=result.position_error[frames],
+            rotation_error=result.rotation_error[frames],
+        )
+        status[frames] = goal_status(skeleton, g.take(frames), part, settings)
+    if np.all(status == "met"):
+        return np.full(status.shape, "met")  # (as goal_status gives it)
+    return status
 
 
 def _track(

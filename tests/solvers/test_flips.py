@@ -23,10 +23,11 @@ from jacobian_ik.solvers import (
     Skeleton,
     SolveResult,
     flips,
+    smooth,
     solve,
 )
-from jacobian_ik.solvers.goals import no_worse
-from jacobian_ik.solvers.solve import carry_groups
+from jacobian_ik.solvers.goals import no_worse, prepare_goals
+from jacobian_ik.solvers.solve import carry_groups, goal_status, goal_status_at
 from tests.solvers.test_trees import random_humanoid
 
 ANGLE = math.radians(10.0)
@@ -152,6 +153,33 @@ def test_no_tree_jumps_more_and_goals_stay_met(solved: dict, seed: int) -> None:
     unchanged = ~report.changed
     assert np.array_equal(fixed.pose.rotations[unchanged], plain.pose.rotations[unchanged])
     assert np.any(fixed.goal_status == "out_of_reach")  # targets out of reach are in the test
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_goals_status_of_a_few_frames_changed(solved: dict, seed: int) -> None:
+    """``solve.goal_status_at`` (the repair's: only the frames it changed again) gives what
+    ``goal_status`` gives the whole result, strings and dtype; so do the repair and smoothing."""
+    skel, goals, st, plain, (fixed, _) = solved[seed]
+    g = prepare_goals(goals, skel.n_effectors)
+    some = np.arange(3, FRAMES, 4)
+    mixed = flips.take_result(plain, np.arange(FRAMES))
+    mixed.pose.put(some, fixed.pose.take(some))
+    mixed.position_error[some] = fixed.position_error[some]
+    mixed.rotation_error[some] = fixed.rotation_error[some]
+    for before, result in ((plain, mixed), (fixed, fixed)):
+        got = goal_status_at(skel, g, result, st, before.goal_status, some)
+        want = goal_status(skel, g, result, st)
+        assert got.tolist() == want.tolist() and got.dtype == want.dtype
+    assert fixed.goal_status.tolist() == goal_status(skel, g, fixed, st).tolist()
+    smoothed, _ = smooth.smooth(skel, goals, st, fixed, st.smooth_passes)
+    assert smoothed.goal_status.tolist() == goal_status(skel, g, smoothed, st).tolist()
+    met = flips.take_result(mixed, np.arange(FRAMES))
+    met.position_error[:], met.rotation_error[:] = 0.0, 0.0  # every goal met: "met" as U3
+    want = goal_status(skel, g, met, st)
+    got = goal_status_at(skel, g, met, st, plain.goal_status, np.arange(FRAMES))
+    assert got.tolist() == want.tolist() and got.dtype == want.dtype
+    got = goal_status_at(skel, g, mixed, st, want, np.arange(FRAMES))  # from "met" (U3)
+    assert got.tolist() == goal_status(skel, g, mixed, st).tolist()
 
 
 def repair_again(solved: dict) -> list[tuple[int, float]]:
