@@ -774,8 +774,8 @@ def goal_status_at(
     frames: NDArray[np.intp],
 ) -> NDArray[np.str_]:
     """``goal_status`` of ``result`` whose frames other than ``frames`` are those of a result
-    whose status is ``before`` (a repair or smoothing that changed a few frames): only those
-    frames again (their forward kinematics; the status is frame by frame), the same array."""
+    whose status is ``before`` (the flip repair's, which changes some frames): only those
+    frames again (their forward kinematics: a frame's status is its own), the same array."""
     if before is None:
         return goal_status(skeleton, g, result, settings)
     status = np.asarray(before).astype("<U12")
