@@ -586,7 +586,7 @@ def _solve(
                 own = tree_settings(st, sub, gs)
                 return _solve(_problem(sub, gs, own), own.make_method(), gs, begin, None, 1)
 
-            res = priority.prioritize(problem, g, res, primary, other, again)
+            res = priority.prioritize(problem, g, res, primary, other, again, start)
         return res
     return _track(problem, method, g, start, resume, group)
 

@@ -173,12 +173,13 @@ def test_the_head_wins_and_the_others_lose_no_more_than_in_blenders_order(
     head = [e.name for e in skel.effectors].index("head")
     others = [i for i in range(skel.n_effectors) if i != head]
     tol = st.tolerance
-    # the head: met more often than by the compromise of one weighted solve; without a chest
-    # goal (which pulls at the head chain's root) at least as often as in Blender's order
-    met = np.sum(ours[:, head] <= tol)
-    assert met > np.sum(compromise[:, head] <= tol)
-    if not chest_goal:
-        assert met >= np.sum(blender[:, head] <= tol)
+    # the head: met more often than by the compromise of one weighted solve, and on every
+    # frame where Blender's order meets it (with a chest goal, which pulls at the head chain's
+    # root, the compromise's spine can leave the head out of its chain's reach: there (A2)
+    # takes Blender's order)
+    met = ours[:, head] <= tol
+    assert np.sum(met) > np.sum(compromise[:, head] <= tol)
+    assert np.all(met[blender[:, head] <= tol])
     # the others: nearer than in Blender's order, where the head's chest throws them off
     assert np.sqrt(np.mean(ours[:, others] ** 2)) <= np.sqrt(np.mean(blender[:, others] ** 2))
     assert np.sum(ours[:, others] <= 1e-3) >= np.sum(blender[:, others] <= 1e-3)
