@@ -27,6 +27,7 @@ from jacobian_ik.solvers import (
     solve,
 )
 from jacobian_ik.solvers.goals import no_worse, prepare_goals
+from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solve import carry_groups, goal_status, goal_status_at
 from tests.solvers.test_trees import random_humanoid
 
@@ -218,10 +219,10 @@ def test_compromises_as_good_for_the_tree_take_out_more_jumps(
     """Hands pulling at one spine, out of reach: a solve from a neighbour's pose ends at another
     compromise, nearer one hand and farther from the other. Judged goal by goal (each within
     CHOICE_SHARE of the own solve's error) most were refused and the spine kept jumping; judged
-    for the tree (the unmet goals' errors together) they are taken. The same candidates are
-    solved either way (waves carry on from ``admissible`` ones only), so each path costs no
-    more than the goal-by-goal one, the jumps fall, and some goal does end farther off than
-    the goal-by-goal bound (the trade is really made)."""
+    for the tree (the unmet goals' errors together) they are taken (and flips as good for the
+    tree carry waves, ``FLIP_ANGLE``), so each path costs no more than the goal-by-goal one,
+    the jumps fall, and some goal does end farther off than the goal-by-goal bound (the trade
+    is really made)."""
     with monkeypatch.context() as m:
         m.setattr(flips._Tree, "as_good", flips._Tree.admissible)
         apart = repair_again(solved)
@@ -318,6 +319,68 @@ def test_a_carrier_is_repaired_with_the_trees_it_carries(seed: int) -> None:
         assert alone.reason[0] == fixed.reason[f]
     again_too = flips.repair(skel, goals, st, start, plain)[0]
     assert again_too.pose.rotations.tobytes() == fixed.pose.rotations.tobytes()
+
+
+def far_hands_with_orientations(seed: int) -> tuple[Skeleton, Goals, Settings]:
+    """Hands through the spine, their targets at 1.4-1.8 x their reach, each with an orientation
+    goal (weight 0.25) turning smoothly: the compromises of the spine form a flat valley (its
+    twist held only by the orientations), where the own solves land anywhere along it."""
+    rng = np.random.default_rng(900 + seed)
+    skel = random_humanoid(rng, spine_chains=True)
+    position = smooth_targets(skel, rng, FRAMES)
+    reach, base, _ = skel.chain_reach()
+    heads = skel.forward_kinematics(Pose.rest(skel.n_bones)).head[0, base]
+    far = 1.6 + 0.2 * np.sin(np.linspace(0.0, 6.0, FRAMES))[:, None]
+    for e in range(2):
+        d = position[:, e] - heads[e]
+        position[:, e] = heads[e] + d / np.linalg.norm(d, axis=1, keepdims=True) * reach[e] * far
+    t = np.linspace(0.0, 1.0, FRAMES)[:, None]
+    turn = [
+        sum(
+            rng.normal(size=3) * np.sin(2 * np.pi * (rng.uniform(0.3, 1.0) * t + rng.uniform()))
+            for _ in range(2)
+        )
+        for _ in range(skel.n_effectors)
+    ]
+    rotation = exp_so3(np.stack(turn, axis=1).reshape(-1, 3)).reshape(FRAMES, -1, 3, 3)
+    weight = np.array([0.25, 0.25, 0.0, 0.0])
+    return skel, Goals(position=position, rotation=rotation, rotation_weight=weight), Settings()
+
+
+def test_a_flip_along_a_flat_valley_of_compromises_is_carried_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the spine's compromises form a flat valley, a neighbour's start ends as near for
+    the tree but a little farther from one hand: ``admissible`` refuses it, and without its
+    wave the spine turned by more than 60 degrees in one frame wherever two own solves landed
+    far apart along the valley. Carried on from such flips (``FLIP_ANGLE``), the steps over 60
+    degrees fall on every rig and by more than half in all; the goals stay as good for the
+    tree as the repair's path allows."""
+    ours, without = [], []
+    for seed in range(4):
+        skel, goals, st = far_hands_with_orientations(seed)
+        plain = solve(skel, goals, st)
+        start = Pose.rest(skel.n_bones, FRAMES)
+        fixed = flips.repair(skel, goals, st, start, plain)[0]
+        with monkeypatch.context() as m:
+            m.setattr(flips, "FLIP_ANGLE", math.inf)
+            before = flips.repair(skel, goals, st, start, plain)[0]
+        big = math.radians(60.0)
+        ours.append(flips.count_jumps(fixed.pose.rotations, big))
+        without.append(flips.count_jumps(before.pose.rotations, big))
+
+        # the hands (never within reach): as near for the tree as the own solves, within the
+        # path's share; an orientation met stays met
+        def tree_error(r: SolveResult) -> np.ndarray:
+            return np.sqrt(
+                np.sum(r.position_error[:, :2] ** 2 + 0.25 * r.rotation_error[:, :2] ** 2, axis=1)
+            )
+
+        assert np.all(tree_error(fixed) <= (1 + flips.CHOICE_SHARE) * tree_error(plain) + 1e-9)
+        met = plain.rotation_error[:, :2] <= st.rotation_tolerance
+        assert np.all(fixed.rotation_error[:, :2][met] <= st.rotation_tolerance)
+    assert all(a <= b for a, b in zip(ours, without, strict=True)), (ours, without)
+    assert sum(ours) < 0.5 * sum(without), (ours, without)
 
 
 def replace_weights(goals: Goals, weight: np.ndarray) -> Goals:
