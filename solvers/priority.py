@@ -177,8 +177,8 @@ def prioritize(
     gf = g.take(frames)
     gs = gf.select(primary)
     pose = result.pose.take(frames)
-    own = solve_tree(sub, gs, _take(pose, bones))
-    _put(pose, bones, solved, own.pose)
+    own = solve_tree(sub, gs, pose.of_bones(bones))
+    pose.put_solved(bones, solved, own.pose)
     iterations_a = np.array(own.iterations, copy=True)
     # (A2) where a primary is still unmet: Blender's order from the frame's start
     met_a = _met(own, tol_pos[frames][:, primary], tol_rot[frames][:, primary])
@@ -186,10 +186,10 @@ def prioritize(
     if again.size:
         alt = start.take(frames[again])
         below, below_bones, below_solved = skel.subtree(other)
-        part = solve_tree(below, gf.take(again).select(other), _take(alt, below_bones))
-        _put(alt, below_bones, below_solved, part.pose)
-        second = solve_tree(sub, gs.take(again), _take(alt, bones))
-        _put(alt, bones, solved, second.pose)
+        part = solve_tree(below, gf.take(again).select(other), alt.of_bones(below_bones))
+        alt.put_solved(below_bones, below_solved, part.pose)
+        second = solve_tree(sub, gs.take(again), alt.of_bones(bones))
+        alt.put_solved(bones, solved, second.pose)
         tp, tr = tol_pos[frames[again]][:, primary], tol_rot[frames[again]][:, primary]
         better = _met(second, tp, tr).sum(axis=1) > met_a[again].sum(axis=1)
         pose.put(again[better], alt.take(np.flatnonzero(better)))
@@ -218,20 +218,6 @@ def prioritize(
         iterations=iterations,
         reason=reason,
     )
-
-
-def _take(pose: Pose, bones: NDArray[np.intp]) -> Pose:
-    """``pose``'s bones ``bones``: the start of a solve on ``Skeleton.subtree``'s skeleton."""
-    return Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
-
-
-def _put(pose: Pose, bones: NDArray[np.intp], solved: Array, part: Pose) -> None:
-    """Write the solved bones of ``part`` (a pose of ``Skeleton.subtree``'s skeleton, whose
-    bones are ``bones`` with the mask ``solved``) into ``pose``."""
-    into, out = bones[solved], np.flatnonzero(solved)
-    pose.rotations[:, into] = part.rotations[:, out]
-    pose.locations[:, into] = part.locations[:, out]
-    pose.stretch[:, into] = part.stretch[:, out]
 
 
 def _met(result: SolveResult, tol_pos: Array, tol_rot: Array) -> NDArray[np.bool_]:

@@ -159,6 +159,19 @@ class Pose:
         self.locations[index] = other.locations
         self.stretch[index] = other.stretch
 
+    def of_bones(self, bones: NDArray[np.intp]) -> Pose:
+        """The pose of ``bones`` only: the start of a solve on ``Skeleton.subtree``'s
+        skeleton, whose bones are ``bones``."""
+        return Pose(self.rotations[:, bones], self.locations[:, bones], self.stretch[:, bones])
+
+    def put_solved(self, bones: NDArray[np.intp], solved: Array, part: Pose) -> None:
+        """Write the solved bones of ``part``, a pose of ``Skeleton.subtree``'s skeleton
+        (``bones``: its bones in this pose's; ``solved``: the mask of those it solves)."""
+        into, out = bones[solved], np.flatnonzero(solved)
+        self.rotations[:, into] = part.rotations[:, out]
+        self.locations[:, into] = part.locations[:, out]
+        self.stretch[:, into] = part.stretch[:, out]
+
     def broadcast(self, frames: int) -> Pose:
         if self.frames == frames:
             return self.copy()

@@ -467,16 +467,13 @@ def _solve_apart(
         sub, bones, solved = skeleton.subtree(tree)
         st = tree_settings(settings, sub, g.select(tree))
         if settings.rest_pose is not None:
-            st = replace(st, rest_pose=_bones(settings.rest_pose, bones))
+            st = replace(st, rest_pose=settings.rest_pose.of_bones(bones))
         part_problem = _problem(sub, g.select(tree), st)
-        begin = _bones(below, bones)
+        begin = below.of_bones(bones)
         part = _solve(part_problem, st.make_method(), g.select(tree), begin, carry, 1)
         parts.append(part)
         if below is not start:
-            into, out = bones[solved], np.flatnonzero(solved)
-            below.rotations[:, into] = part.pose.rotations[:, out]
-            below.locations[:, into] = part.pose.locations[:, out]
-            below.stretch[:, into] = part.pose.stretch[:, out]
+            below.put_solved(bones, solved, part.pose)
     return _merge(skeleton, start, trees, parts)
 
 
@@ -633,10 +630,6 @@ def _iterate_compiled(
     return result
 
 
-def _bones(pose: Pose, bones: NDArray[np.intp]) -> Pose:
-    return Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
-
-
 def _merge(
     skeleton: Skeleton, start: Pose, trees: list[NDArray[np.intp]], parts: list[SolveResult]
 ) -> SolveResult:
@@ -647,10 +640,7 @@ def _merge(
     rot = np.zeros((frames, skeleton.n_effectors))
     for tree, part in zip(trees, parts, strict=True):
         _, bones, solved = skeleton.subtree(tree)
-        into, out = bones[solved], np.flatnonzero(solved)
-        pose.rotations[:, into] = part.pose.rotations[:, out]
-        pose.locations[:, into] = part.pose.locations[:, out]
-        pose.stretch[:, into] = part.pose.stretch[:, out]
+        pose.put_solved(bones, solved, part.pose)
         pos[:, tree], rot[:, tree] = part.position_error, part.rotation_error
     return combine_trees(trees, parts, pose, pos, rot)
 

@@ -267,9 +267,7 @@ class Solver:
             else:
                 sub, bones, solved = skel.subtree(tree)
             gs = g if whole else g.select(tree)
-            begin = Pose(
-                start.rotations[:, bones], start.locations[:, bones], start.stretch[:, bones]
-            )
+            begin = start.of_bones(bones)
             own = tree_settings(st, sub, gs)
             problem = _problem(sub, gs, own)
             plan = kernel.plan(problem, own.make_method(), gs, begin, False)
