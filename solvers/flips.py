@@ -452,8 +452,7 @@ def _rounds(
             index, source = ask[:, 0], ask[:, 1]
             sub, keep, g_unit, ready, order = own[s.index]
             at = np.searchsorted(keep, s.bones)  # the unit's bones among the subtree's
-            begin = base.take(index)
-            begin = Pose(begin.rotations[:, keep], begin.locations[:, keep], begin.stretch[:, keep])
+            begin = base.take(index).of_bones(keep)
             begin.rotations[:, at] = s.rot[source]
             begin.locations[:, at] = s.loc[source]
             begin.stretch[:, at] = s.stretch[source]

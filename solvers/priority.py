@@ -181,7 +181,8 @@ def prioritize(
     pose.put_solved(bones, solved, own.pose)
     iterations_a = np.array(own.iterations, copy=True)
     # (A2) where a primary is still unmet: Blender's order from the frame's start
-    met_a = _met(own, tol_pos[frames][:, primary], tol_rot[frames][:, primary])
+    tp, tr = tol_pos[frames][:, primary], tol_rot[frames][:, primary]
+    met_a = _met(own.position_error, own.rotation_error, tp, tr)
     again = np.flatnonzero(~met_a.all(axis=1))
     if again.size:
         alt = start.take(frames[again])
@@ -190,8 +191,8 @@ def prioritize(
         alt.put_solved(below_bones, below_solved, part.pose)
         second = solve_tree(sub, gs.take(again), alt.of_bones(bones))
         alt.put_solved(bones, solved, second.pose)
-        tp, tr = tol_pos[frames[again]][:, primary], tol_rot[frames[again]][:, primary]
-        better = _met(second, tp, tr).sum(axis=1) > met_a[again].sum(axis=1)
+        met_a2 = _met(second.position_error, second.rotation_error, tp[again], tr[again])
+        better = met_a2.sum(axis=1) > met_a[again].sum(axis=1)
         pose.put(again[better], alt.take(np.flatnonzero(better)))
         iterations_a[again] += np.asarray(part.iterations) + np.asarray(second.iterations)
     # (B) the others in the null space of the primaries, held where (A) or (A2) left them,
@@ -207,7 +208,7 @@ def prioritize(
     pos[frames], rot[frames] = err_pos, err_rot
     iterations = np.array(result.iterations, copy=True)
     iterations[frames] += iterations_a + steps
-    met = np.all(err_pos <= tol_pos[frames], axis=1) & np.all(err_rot <= tol_rot[frames], axis=1)
+    met = _met(err_pos, err_rot, tol_pos[frames], tol_rot[frames]).all(axis=1)
     reason = np.array(result.reason, copy=True)
     reason[frames[met]] = REASONS[CONVERGED]
     return replace(
@@ -220,9 +221,10 @@ def prioritize(
     )
 
 
-def _met(result: SolveResult, tol_pos: Array, tol_rot: Array) -> NDArray[np.bool_]:
-    """(F, E) which goals of ``result`` are within their tolerances."""
-    return (result.position_error <= tol_pos) & (result.rotation_error <= tol_rot)
+def _met(pos: Array, rot: Array, tol_pos: Array, tol_rot: Array) -> NDArray[np.bool_]:
+    """(F, E) which goals are within their tolerances, from their position and rotation
+    errors."""
+    return (pos <= tol_pos) & (rot <= tol_rot)
 
 
 class _Rows:

@@ -356,6 +356,13 @@ def test_a_flip_along_a_flat_valley_of_compromises_is_carried_away(
     far apart along the valley. Carried on from such flips (``FLIP_ANGLE``), the steps over 60
     degrees fall on every rig and by more than half in all; the goals stay as good for the
     tree as the repair's path allows."""
+
+    def tree_error(r: SolveResult) -> np.ndarray:
+        """Per frame, the hands' errors together (positions, rotations at weight 0.25)."""
+        return np.sqrt(
+            np.sum(r.position_error[:, :2] ** 2 + 0.25 * r.rotation_error[:, :2] ** 2, axis=1)
+        )
+
     ours, without = [], []
     for seed in range(4):
         skel, goals, st = far_hands_with_orientations(seed)
@@ -368,14 +375,8 @@ def test_a_flip_along_a_flat_valley_of_compromises_is_carried_away(
         big = math.radians(60.0)
         ours.append(flips.count_jumps(fixed.pose.rotations, big))
         without.append(flips.count_jumps(before.pose.rotations, big))
-
         # the hands (never within reach): as near for the tree as the own solves, within the
         # path's share; an orientation met stays met
-        def tree_error(r: SolveResult) -> np.ndarray:
-            return np.sqrt(
-                np.sum(r.position_error[:, :2] ** 2 + 0.25 * r.rotation_error[:, :2] ** 2, axis=1)
-            )
-
         assert np.all(tree_error(fixed) <= (1 + flips.CHOICE_SHARE) * tree_error(plain) + 1e-9)
         met = plain.rotation_error[:, :2] <= st.rotation_tolerance
         assert np.all(fixed.rotation_error[:, :2][met] <= st.rotation_tolerance)

@@ -150,9 +150,8 @@ def blender_order(skel: Skeleton, goals: Goals, st: Settings) -> np.ndarray:
     pose = Pose.rest(skel.n_bones).broadcast(frames)
     for group in ([i for i, n in enumerate(names) if n != "head"], [names.index("head")]):
         sub, bones, solved = skel.subtree(np.array(group))
-        begin = Pose(pose.rotations[:, bones], pose.locations[:, bones], pose.stretch[:, bones])
-        part = solve(sub, Goals(position=goals.position[:, group]), st, begin)
-        pose.rotations[:, bones[solved]] = part.pose.rotations[:, np.flatnonzero(solved)]
+        part = solve(sub, Goals(position=goals.position[:, group]), st, pose.of_bones(bones))
+        pose.put_solved(bones, solved, part.pose)
     world = skel.forward_kinematics(pose).points
     return np.asarray(np.linalg.norm(world - goals.position, axis=-1))
 
