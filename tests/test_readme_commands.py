@@ -114,6 +114,9 @@ SMOKE: dict[str, Smoke] = {
     f"{PY} -m benchmarks.zoo --seed 1919 --count 3 --kinds long_tentacle --frames 100": Smoke(
         f"{PY} -m benchmarks.zoo --seed 1919 --count 1 --kinds long_tentacle --frames 4 --out out"
     ),
+    f"{PY} -m benchmarks.zoo --seed 5151 --count 6 --kinds snake": Smoke(
+        f"{PY} -m benchmarks.zoo --seed 5151 --count 1 --kinds snake --frames 4 --out out"
+    ),
     f"{PY} -m benchmarks.rigify_ik": Smoke(
         f"{PY} -m benchmarks.rigify_ik --frames 3 --repeats 1 --steps 3"
     ),

@@ -11,6 +11,8 @@ Kinds, in the order ``--count`` cycles through them:
 - **spider**: a body with 6-8 legs of 3-4 bones radiating out, one goal per foot.
 - **tentacle**: one chain of 20-40 bones, slightly curled, one goal at its tip (chain to root);
   ``long_tentacle`` (50-100 bones) only when asked for (``--kinds long_tentacle``).
+- **snake** (only when asked for, ``--kinds snake``): a tentacle of 12-24 bones with 2-3 goals
+  along it, each chain to the root: goals nested on one chain (a tail's middle and tip).
 - **tree**: double-Y-like: a 2-3 bone trunk branching into two arms, each into two fingers of
   2-3 bones; one goal per fingertip with chain to the root (the chains share the trunk).
 
@@ -254,6 +256,18 @@ def long_tentacle(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
     return tentacle(rng, name, seed, int(rng.integers(50, 101)))
 
 
+def snake(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
+    """One chain of 12-24 bones with 2-3 goals along it, each chain to the root: nested goals
+    on one chain (``--kinds snake``; not in the default cycle)."""
+    n = int(rng.integers(12, 25))
+    base = tentacle(rng, name, seed, n)
+    k = int(rng.integers(2, 4))
+    at = sorted({round(n * (i + 1) / k) - 1 for i in range(k)})
+    goals = [Goal(f"t{i:02d}", 0) for i in at]
+    desc = f"{n} bones, goals on bones {', '.join(str(i + 1) for i in at)} (chains to the root)"
+    return ZooRig(name, "snake", base.bones, goals, seed, desc, {"bones": n, "goals": len(at)})
+
+
 GENERATORS = {
     "humanoid": humanoid,
     "quadruped": quadruped,
@@ -261,6 +275,7 @@ GENERATORS = {
     "tentacle": tentacle,
     "tree": tree,
     "long_tentacle": long_tentacle,
+    "snake": snake,
 }
 
 
