@@ -290,27 +290,32 @@ class _Tree:
         settings: Settings,
         met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
         share: float = 0.0,
+        at: NDArray[np.intp] | None = None,
     ) -> NDArray[np.bool_]:
-        """Per candidate: as good as its frame's own solve for each of this tree's goals: a goal
-        the own solve met stays met, one it did not meet ends no farther off (+ tolerance / 10,
-        or + ``share`` of the own solve's error where that is more; rotation errors alike).
-        The rule a wave carries on by (2, 3); the path takes ``as_good`` ones."""
-        f = self.frame
+        """Per candidate (of ``at``, else all): as good as its frame's own solve for each of
+        this tree's goals: a goal the own solve met stays met, one it did not meet ends no
+        farther off (+ tolerance / 10, or + ``share`` of the own solve's error where that is
+        more; rotation errors alike). The rule a wave carries on by (2, 3); the path takes
+        ``as_good`` ones."""
+        at = np.arange(len(self.frame)) if at is None else at
+        f = self.frame[at]
         free_pos, free_rot = met_tol[0][self.tree], met_tol[1][self.tree]
         tol, rtol = settings.tolerance, settings.rotation_tolerance
         own_pos, own_rot = self.pos[f], self.ori[f]
-        ok_pos = free_pos | (self.pos <= no_worse(own_pos, tol, share))
-        ok_rot = free_rot | (self.ori <= no_worse(own_rot, rtol, share))
+        ok_pos = free_pos | (self.pos[at] <= no_worse(own_pos, tol, share))
+        ok_rot = free_rot | (self.ori[at] <= no_worse(own_rot, rtol, share))
         keep = np.all(ok_pos, axis=1) & np.all(ok_rot, axis=1)
-        return np.asarray(keep | (self.source < 0))
+        return np.asarray(keep | (self.source[at] < 0))
 
     def as_good(
         self,
         settings: Settings,
         met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
         share: float,
+        at: NDArray[np.intp] | None = None,
     ) -> NDArray[np.bool_]:
-        """Per candidate: as good as its frame's own solve for the tree as a whole, the path's
+        """Per candidate (of ``at``, else all): as good as its frame's own solve for the tree
+        as a whole, the path's
         rule (3, 4): each goal the own solve met (its position, its rotation) stays met, and
         the ones it did not meet are judged together by the solve's own measure, the root of
         sum w e^2 over their rows' weights (position errors in world units, rotation errors in
@@ -319,15 +324,16 @@ class _Tree:
         slack, for the goals together). Goals in conflict have many compromises; one a little
         nearer one goal and a little farther from another is as good for the tree (a goal
         alone: ``admissible``)."""
-        f = self.frame
+        at = np.arange(len(self.frame)) if at is None else at
+        f = self.frame[at]
         tol, rtol = settings.tolerance, settings.rotation_tolerance
         own = wanted = found = 0.0
-        keep = self.source < 0
+        keep = self.source[at] < 0
         ok = np.ones(len(f), dtype=bool)
         # positions, then rotations: (errors, the own solve's, tolerance, free, row weight)
         for err, mine, t, free, weight in (
-            (self.pos, self.pos[f], tol, met_tol[0][self.tree], self.weight[0]),
-            (self.ori, self.ori[f], rtol, met_tol[1][self.tree], self.weight[1]),
+            (self.pos[at], self.pos[f], tol, met_tol[0][self.tree], self.weight[0]),
+            (self.ori[at], self.ori[f], rtol, met_tol[1][self.tree], self.weight[1]),
         ):
             met = free | (mine <= t)
             ok &= np.all(~met | free | (err <= t), axis=1)
@@ -494,10 +500,10 @@ def _waves(
             c = new[go]
             step = joint_steps(np.stack([s.rot[c], s.rot[s.chosen[nxt[go]]]]))[0].max(axis=1)
             # admissible, or as good for the tree and still flipping from the pose next to it
-            ok = s.admissible(settings, met_tol)[c]
+            ok = s.admissible(settings, met_tol, at=c)
             flip = ~ok & (step > FLIP_ANGLE)
             if flip.any():
-                ok[flip] = s.as_good(settings, met_tol, 0.0)[c[flip]]
+                ok[flip] = s.as_good(settings, met_tol, 0.0, at=c[flip])
             c = c[ok & (step > angle)]  # still jumps from the chosen pose next to it
             for cand in c.tolist():
                 w = int(s.way[cand])
@@ -556,7 +562,8 @@ def _choose(
     segments = []  # (tree, its rows of the table, node cost, transition cost)
     for s in state:
         s.chosen = np.arange(frames)
-        extra = np.flatnonzero(s.as_good(settings, met_tol, CHOICE_SHARE) & (s.source >= 0))
+        solved = np.flatnonzero(s.source >= 0)  # (the own solves are always as good)
+        extra = solved[s.as_good(settings, met_tol, CHOICE_SHARE, at=solved)]
         at = s.frame[extra]
         order = np.argsort(at, kind="stable")  # per frame in candidate order: deterministic
         extra, at = extra[order], at[order]
