@@ -117,6 +117,9 @@ SMOKE: dict[str, Smoke] = {
     f"{PY} -m benchmarks.zoo --seed 5151 --count 6 --kinds snake": Smoke(
         f"{PY} -m benchmarks.zoo --seed 5151 --count 1 --kinds snake --frames 4 --out out"
     ),
+    f"{PY} -m benchmarks.zoo --seed 5454 --count 10 --kinds creature": Smoke(
+        f"{PY} -m benchmarks.zoo --seed 5454 --count 1 --kinds creature --frames 4 --out out"
+    ),
     f"{PY} -m benchmarks.rigify_ik": Smoke(
         f"{PY} -m benchmarks.rigify_ik --frames 3 --repeats 1 --steps 3"
     ),

@@ -11,6 +11,8 @@ Kinds, in the order ``--count`` cycles through them:
 - **spider**: a body with 6-8 legs of 3-4 bones radiating out, one goal per foot.
 - **tentacle**: one chain of 20-40 bones, slightly curled, one goal at its tip (chain to root);
   ``long_tentacle`` (50-100 bones) only when asked for (``--kinds long_tentacle``).
+- **creature** (only when asked for, ``--kinds creature``): a random branching skeleton of
+  14-30 bones with 2-5 goals on random bones, chains of 2-6 or to the root.
 - **snake** (only when asked for, ``--kinds snake``): a tentacle of 12-24 bones with 2-3 goals
   along it, each chain to the root: goals nested on one chain (a tail's middle and tip).
 - **tree**: double-Y-like: a 2-3 bone trunk branching into two arms, each into two fingers of
@@ -268,6 +270,50 @@ def snake(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
     return ZooRig(name, "snake", base.bones, goals, seed, desc, {"bones": n, "goals": len(at)})
 
 
+def creature(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
+    """A random branching skeleton of 14-30 bones (each bone grows from a random earlier one,
+    its tail or part way along it, connected where it starts at the tail) with 2-5 goals on
+    random bones, chains of 2-6 bones or to the root: carried, nested and overlapping chains
+    in combinations no other kind makes (``--kinds creature``; not in the default cycle)."""
+    n = int(rng.integers(14, 31))
+    bones: list[Bone] = []
+    tails = [np.zeros(3)]
+    heads = [np.zeros(3)]
+    for i in range(n):
+        direction = rng.normal(size=3) + np.array([0.0, 0.0, 1.0])
+        direction /= np.linalg.norm(direction)
+        length = rng.uniform(0.1, 0.4)
+        if i == 0:
+            bones.append(("b00", (0.0, 0.0, 0.0), _v(length * direction), None, False))
+            tails[0], heads[0] = length * direction, np.zeros(3)
+            continue
+        parent = int(rng.integers(0, i))
+        at_tail = bool(rng.random() < 0.75)
+        if at_tail:
+            head = tails[parent]
+        else:
+            head = heads[parent] + rng.uniform(0.3, 0.9) * (tails[parent] - heads[parent])
+        tail = head + length * direction
+        bones.append((f"b{i:02d}", _v(head), _v(tail), f"b{parent:02d}", at_tail))
+        heads.append(head)
+        tails.append(tail)
+    children = {b[3] for b in bones}
+    leaves = [b[0] for b in bones if b[0] not in children]
+    others = [b[0] for b in bones[1:] if b[0] in children]
+    k = int(rng.integers(2, 6))
+    picks = list(rng.permutation(leaves))[:k]
+    if len(picks) < k and others:
+        picks += list(rng.permutation(others))[: k - len(picks)]
+    goals = []
+    for bone in sorted(picks):
+        chain = 0 if rng.random() < 0.25 else int(rng.integers(2, 7))
+        goals.append(Goal(str(bone), chain, 0.5 if rng.random() < 0.15 else 0.0))
+    desc = f"{n} bones, {len(goals)} goals on " + ", ".join(
+        f"{g.bone} ({g.chain or 'root'})" for g in goals
+    )
+    return ZooRig(name, "creature", bones, goals, seed, desc, {"bones": n, "goals": len(goals)})
+
+
 GENERATORS = {
     "humanoid": humanoid,
     "quadruped": quadruped,
@@ -276,6 +322,7 @@ GENERATORS = {
     "tree": tree,
     "long_tentacle": long_tentacle,
     "snake": snake,
+    "creature": creature,
 }
 
 
