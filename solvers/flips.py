@@ -315,15 +315,14 @@ class _Tree:
         at: NDArray[np.intp] | None = None,
     ) -> NDArray[np.bool_]:
         """Per candidate (of ``at``, else all): as good as its frame's own solve for the tree
-        as a whole, the path's
-        rule (3, 4): each goal the own solve met (its position, its rotation) stays met, and
-        the ones it did not meet are judged together by the solve's own measure, the root of
-        sum w e^2 over their rows' weights (position errors in world units, rotation errors in
-        radians, as ``solve`` weighs them): no larger than the own solve's plus tolerance / 10
-        a goal (root-sum-squared) or plus ``share`` of it, where that is more (``no_worse``'s
-        slack, for the goals together). Goals in conflict have many compromises; one a little
-        nearer one goal and a little farther from another is as good for the tree (a goal
-        alone: ``admissible``)."""
+        as a whole, the path's rule (3, 4): each goal the own solve met (its position, its
+        rotation) stays met, and the ones it did not meet are judged together by the solve's
+        own measure, the root of sum w e^2 over their rows' weights (position errors in world
+        units, rotation errors in radians, as ``solve`` weighs them): no larger than the own
+        solve's plus tolerance / 10 a goal (root-sum-squared) or plus ``share`` of it, where
+        that is more (``no_worse``'s slack, for the goals together). Goals in conflict have
+        many compromises; one a little nearer one goal and a little farther from another is as
+        good for the tree (a goal alone: ``admissible``)."""
         at = np.arange(len(self.frame)) if at is None else at
         f = self.frame[at]
         tol, rtol = settings.tolerance, settings.rotation_tolerance

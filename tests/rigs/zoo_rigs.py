@@ -276,24 +276,22 @@ def creature(rng: np.random.Generator, name: str, seed: int) -> ZooRig:
     random bones, chains of 2-6 bones or to the root: carried, nested and overlapping chains
     in combinations no other kind makes (``--kinds creature``; not in the default cycle)."""
     n = int(rng.integers(14, 31))
-    bones: list[Bone] = []
-    tails = [np.zeros(3)]
-    heads = [np.zeros(3)]
-    for i in range(n):
+
+    def grow() -> np.ndarray:  # a bone's vector: a random length, pointing up more or less
         direction = rng.normal(size=3) + np.array([0.0, 0.0, 1.0])
-        direction /= np.linalg.norm(direction)
-        length = rng.uniform(0.1, 0.4)
-        if i == 0:
-            bones.append(("b00", (0.0, 0.0, 0.0), _v(length * direction), None, False))
-            tails[0], heads[0] = length * direction, np.zeros(3)
-            continue
+        return np.asarray(direction / np.linalg.norm(direction) * rng.uniform(0.1, 0.4))
+
+    heads, tails = [np.zeros(3)], [grow()]
+    bones: list[Bone] = [("b00", _v(heads[0]), _v(tails[0]), None, False)]
+    for i in range(1, n):
+        vector = grow()
         parent = int(rng.integers(0, i))
         at_tail = bool(rng.random() < 0.75)
         if at_tail:
             head = tails[parent]
         else:
             head = heads[parent] + rng.uniform(0.3, 0.9) * (tails[parent] - heads[parent])
-        tail = head + length * direction
+        tail = head + vector
         bones.append((f"b{i:02d}", _v(head), _v(tail), f"b{parent:02d}", at_tail))
         heads.append(head)
         tails.append(tail)
