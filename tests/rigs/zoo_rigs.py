@@ -11,12 +11,15 @@ Kinds, in the order ``--count`` cycles through them:
 - **spider**: a body with 6-8 legs of 3-4 bones radiating out, one goal per foot.
 - **tentacle**: one chain of 20-40 bones, slightly curled, one goal at its tip (chain to root);
   ``long_tentacle`` (50-100 bones) only when asked for (``--kinds long_tentacle``).
-- **creature** (only when asked for, ``--kinds creature``): a random branching skeleton of
-  14-30 bones with 2-5 goals on random bones, chains of 2-6 or to the root.
-- **snake** (only when asked for, ``--kinds snake``): a tentacle of 12-24 bones with 2-3 goals
-  along it, each chain to the root: goals nested on one chain (a tail's middle and tip).
 - **tree**: double-Y-like: a 2-3 bone trunk branching into two arms, each into two fingers of
   2-3 bones; one goal per fingertip with chain to the root (the chains share the trunk).
+
+Not in the cycle, only when asked for (``--kinds``):
+
+- **creature** (``--kinds creature``): a random branching skeleton of
+  14-30 bones with 2-5 goals on random bones, chains of 2-6 or to the root.
+- **snake** (``--kinds snake``): a tentacle of 12-24 bones with 2-3 goals
+  along it, each chain to the root: goals nested on one chain (a tail's middle and tip).
 
 Targets: each goal's target circles its chain's *fixed base* along a smooth path. The goal's IK
 tree is the union of the chains that share bones with its chain or carry it (a hand chain of 3
