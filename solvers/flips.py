@@ -464,7 +464,7 @@ def _rounds(
             if ready is not None:
                 res = solve_tree(sub, ready.take(index), settings, begin)
             else:
-                res = solve_range(sub, take_frames(g_unit, index), settings, begin)
+                res = solve_range(sub, take_frames(g_unit, index), settings, begin, status=False)
             if res.tree_reason is None:
                 reasons = np.asarray(res.reason)[:, None]
             else:

@@ -376,11 +376,15 @@ def solve(
     settings: Settings | None = None,
     pose: Pose | None = None,
     resume: dict[str, Any] | None = None,
+    *,
+    status: bool = True,
 ) -> SolveResult:
     """Solve the goals for every frame; see ``Settings`` for the options and modes.
 
     In track mode, ``resume=previous_result.resume`` (with ``pose`` = its last frame) carries
     the method's state and the adaptive clamp on, so a range solved in chunks equals the whole.
+    ``status=False`` leaves ``goal_status`` None (the flip repair's candidates: it judges them
+    by their errors and sets the status of the frames it changes once, ``goal_status_at``).
     """
     settings = settings or Settings()
     t0 = time.perf_counter()
@@ -430,7 +434,8 @@ def solve(
     if g.balance is not None:
         kin = skeleton.forward_kinematics(result.pose)
         result.balance_distance = balance_distance(kin, g.balance, g.lin, g.trans)
-    result.goal_status = goal_status(skeleton, g, result, settings)
+    if status:
+        result.goal_status = goal_status(skeleton, g, result, settings)
     result.elapsed = time.perf_counter() - t0
     return result
 

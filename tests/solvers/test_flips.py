@@ -321,6 +321,19 @@ def test_a_carrier_is_repaired_with_the_trees_it_carries(seed: int) -> None:
     assert again_too.pose.rotations.tobytes() == fixed.pose.rotations.tobytes()
 
 
+def test_a_solve_without_the_goals_status_is_the_same_solve() -> None:
+    """``solve(..., status=False)`` (the repair's candidates: it sets the status of the frames
+    it changes once) leaves ``goal_status`` None and everything else bit for bit as with it."""
+    skel, goals, st = problem(0, carried=True)
+    start = Pose.rest(skel.n_bones, FRAMES)
+    full = solve(skel, goals, st, start)
+    bare = solve(skel, goals, st, start, status=False)
+    assert bare.goal_status is None and full.goal_status is not None
+    assert bare.pose.rotations.tobytes() == full.pose.rotations.tobytes()
+    assert bare.position_error.tobytes() == full.position_error.tobytes()
+    assert bare.reason.tolist() == full.reason.tolist()
+
+
 def far_hands_with_orientations(seed: int) -> tuple[Skeleton, Goals, Settings]:
     """Hands through the spine, their targets at 1.4-1.8 x their reach, each with an orientation
     goal (weight 0.25) turning smoothly: the compromises of the spine form a flat valley (its
