@@ -16,10 +16,10 @@ Kinds, in the order ``--count`` cycles through them:
 
 Not in the cycle, only when asked for (``--kinds``):
 
-- **creature** (``--kinds creature``): a random branching skeleton of
-  14-30 bones with 2-5 goals on random bones, chains of 2-6 or to the root.
-- **snake** (``--kinds snake``): a tentacle of 12-24 bones with 2-3 goals
-  along it, each chain to the root: goals nested on one chain (a tail's middle and tip).
+- **creature** (``--kinds creature``): a random branching skeleton of 14-30 bones with 2-5
+  goals on random bones, chains of 2-6 or to the root.
+- **snake** (``--kinds snake``): a tentacle of 12-24 bones with 2-3 goals along it, each chain
+  to the root: goals nested on one chain (a tail's middle and tip).
 
 Targets: each goal's target circles its chain's *fixed base* along a smooth path. The goal's IK
 tree is the union of the chains that share bones with its chain or carry it (a hand chain of 3
