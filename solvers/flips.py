@@ -596,12 +596,17 @@ def _costs(
     candidate to the next frame's: each bone step over ``angle`` costs 1 and ``OVER_WEIGHT``
     per squared radian beyond ``angle``, each radian ``SMOOTH_WEIGHT``."""
     node = np.where(valid, np.where(s.source[table] >= 0, NEIGHBOUR_COST, 0.0), np.inf)
-    rot = s.rot[table]  # (L, W, B, 3, 3); cos of R_p^T R_c's angle from its trace
-    cos = (np.einsum("lpbij,lcbij->lpcb", rot[:-1], rot[1:]) - 1.0) / 2.0
-    step = np.arccos(np.clip(cos, -1.0, 1.0))  # (L-1, P, C, B)
+    length, width, bones = table.shape + s.rot.shape[1:2]
+    # (L, B, W, 9): per bone the candidates' rotations as rows, so the trace of R_p^T R_c of
+    # every pair of neighbouring candidates is one small matrix product a bone, and the sums
+    # over bones run along the outer axis (several times faster than one einsum over the
+    # bones and a reduction along a last axis of 3-10)
+    rot = s.rot[table].reshape(length, width, bones, 9).transpose(0, 2, 1, 3)
+    cos = (rot[:-1] @ np.swapaxes(rot[1:], -1, -2) - 1.0) / 2.0
+    step = np.arccos(np.clip(cos, -1.0, 1.0))  # (L-1, B, P, C)
     over = np.maximum(step - angle, 0.0)
-    trans = np.sum(step > angle, axis=3) + OVER_WEIGHT * np.sum(over * over, axis=3)
-    trans += SMOOTH_WEIGHT * step.sum(axis=3)
+    trans = np.sum(step > angle, axis=1) + OVER_WEIGHT * np.sum(over * over, axis=1)
+    trans += SMOOTH_WEIGHT * step.sum(axis=1)
     return node, trans
 
 
