@@ -10,6 +10,7 @@ through one trunk, once with stretching bones (the correction step moves them to
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -23,10 +24,12 @@ from jacobian_ik.solvers import (
     Settings,
     SettingsError,
     Skeleton,
+    SolveResult,
     flips,
     kernel,
     solve,
 )
+from jacobian_ik.solvers import smooth as smooth_module
 from jacobian_ik.solvers.rotations import quaternion_from_matrix
 from jacobian_ik.solvers.smooth import SINGLE, smooth
 from jacobian_ik.solvers.so3 import exp_so3
@@ -143,12 +146,32 @@ def test_single_chains_out_of_reach_are_smoothed(solved: dict) -> None:
     assert after < 0.75 * before, (before, after)
 
 
+def as_good(
+    skel: Skeleton, st: Settings, repaired: SolveResult, smoothed: SolveResult, settled: np.ndarray
+) -> np.ndarray:
+    """(F, E) each goal within the bound the smoothing keeps to: the null-space passes keep
+    every goal as near as the solve put it (a met goal within the tolerance, another within
+    its error plus a tenth of the tolerance); at a frame ``settle`` re-solved (``settled``),
+    the goals of a tree (with the trees it carries) are judged together: the met ones stay
+    met, the others' root-sum-square error grows by at most a tenth of the tolerance a goal."""
+    own, now, tol = repaired.position_error, smoothed.position_error, st.tolerance
+    met = own <= tol
+    each = now <= np.where(met, tol, own + 0.1 * tol)
+    for tree in carry_groups(skel, repaired.trees or []):
+        m, e, o = met[:, tree], now[:, tree], own[:, tree]
+        together = np.sqrt(np.sum(np.where(m, 0.0, e**2), axis=1))
+        bound = np.sqrt(np.sum(np.where(m, 0.0, o**2), axis=1))
+        bound += 0.1 * tol * np.sqrt(np.sum(~m, axis=1))
+        tree_ok = np.all(~m | (e <= tol), axis=1) & (together <= bound) & settled
+        each[:, tree] |= tree_ok[:, None]
+    return each
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_goals_stay_where_the_solve_put_them(solved: dict, case: tuple[str, int]) -> None:
     skel, goals, st, repaired, (smoothed, report) = solved[case]
+    assert np.all(as_good(skel, st, repaired, smoothed, report.settled))
     met = repaired.position_error <= st.tolerance
-    bound = np.where(met, st.tolerance, repaired.position_error + 0.1 * st.tolerance)
-    assert np.all(smoothed.position_error <= bound)
     assert np.array_equal(smoothed.goal_status, solve_status(skel, goals, st, smoothed))
     # the errors reported are the pose's
     kin = skel.forward_kinematics(smoothed.pose)
@@ -181,6 +204,58 @@ def test_no_bone_jumps_where_it_did_not(solved: dict, case: tuple[str, int]) -> 
     was = flips.joint_steps(repaired.pose.rotations) > ANGLE
     now = flips.joint_steps(smoothed.pose.rotations) > ANGLE
     assert not np.any(now & ~was)
+
+
+@pytest.mark.parametrize("case", [("humanoid", 2), ("double_y", 0)])
+def test_settling_takes_the_jitter_out_along_the_valley(
+    case: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goals in conflict (hands through the spine, a double-Y tree), targets moving slowly (400
+    frames): where the solve stops along their valley jitters by hundredths of a degree, which
+    the null-space passes cannot take out and ``settle`` does. Measured: samples more than
+    0.01 degree off their cubic 0.42 -> 0.20 and 0.33 -> 0.28 (without -> with), those more
+    than 0.1 degree 0.068 -> 0.056 and 0.112 -> 0.101."""
+    kind, seed = case
+    monkeypatch.setattr(sys.modules[__name__], "FRAMES", 400)
+    skel, goals, st = humanoid(seed) if kind == "humanoid" else double_y(seed)
+    start = Pose.rest(skel.n_bones, 400)
+    repaired, _ = flips.repair(skel, goals, st, start, solve(skel, goals, st))
+    settled, report = smooth(skel, goals, st, repaired, PASSES)
+    with monkeypatch.context() as m:
+        m.setattr(smooth_module, "SETTLE_PASSES", 0)
+        passes_only, alone = smooth(skel, goals, st, repaired, PASSES)
+    assert report.settled.any() and not alone.settled.any()
+    bones = np.unique(skel.dof_bone)
+    for tolerance, share in ((0.01, 0.9), (0.1, 0.95)):
+        q = [quaternion_from_matrix(r.pose.rotations[:, bones]) for r in (settled, passes_only)]
+        after, before = (common.rough(x, tolerance) for x in q)
+        assert after < share * before, (tolerance, before, after)
+    assert np.all(as_good(skel, st, repaired, settled, report.settled))
+    was = flips.joint_steps(repaired.pose.rotations) > ANGLE
+    assert not np.any((flips.joint_steps(settled.pose.rotations) > ANGLE) & ~was)
+
+
+def test_settling_leaves_trees_with_a_pole_alone(
+    solved: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree with a pole among its goals is not settled (the compiled loop does not cover
+    secondary goals, and numpy's re-solves took 14.5 s on such a double-Y tree): the same
+    repaired double-Y with its fourth fingertip's goal made a pole is not re-solved at all,
+    where with four goals ``settle`` re-solves."""
+    skel, goals, st, repaired, (_, report) = solved["double_y", 0]
+    assert report.settled.any()
+    calls = []
+    for name in ("solve", "solve_tree"):
+        real = getattr(smooth_module, name)
+        monkeypatch.setattr(
+            smooth_module, name, lambda *a, real=real, **k: calls.append(1) or real(*a, **k)
+        )
+    smooth(skel, goals, st, repaired, PASSES)
+    assert calls
+    calls.clear()
+    pole = Goals(position=goals.position, secondary=[False, False, False, True])
+    _, with_pole = smooth(skel, pole, st, repaired, PASSES)
+    assert not with_pole.settled.any() and not calls
 
 
 def test_bit_identical_run_to_run_and_off_at_zero() -> None:
