@@ -27,32 +27,34 @@ neighbour where it did not. A bone that turns by more than ``WINDOW`` between tw
 stencil is not moved there (a jump is the flip repair's business; smoothing across it would
 spread it over its neighbours).
 
-**Along a valley** (``settle``, after those passes). Where an IK tree's goals conflict (two hands
-through one spine pulling apart, the four fingers of a double-Y tree out of reach together),
-moving along the valley of compromises trades one goal's error for another's, so the passes
-above, which keep every goal where the solve put it, cannot take that jitter out: the loop
-stops where the error's gradient is small against the error (``Settings.gradient_tolerance``),
-which along a shallow valley is anywhere within a few hundredths of a degree to tenths of its
-floor, and a lean bake keys every other frame of such a tree. ``settle`` re-solves those
-frames: each pass (``SETTLE_PASSES``) takes the frames where the solve left a goal of the tree
-unmet, even ones then odd ones, moves each pose ``ALPHA`` of the way toward the cubic through
-its two neighbours on either side, and solves the frame from there (``solve_tree``, or
-``solve`` for a tree with the trees it carries), which started near the floor it had left
-stops within a few steps. A frame takes the re-solve when the tree stays as good as the solve
-left it, judged for the tree as a whole by the flip repair's rule for its path without the
-path's 1 % share (``flips._Tree.as_good``): every goal the solve met stays within the
-tolerance, and the root of the weighted squared errors of the others grows by no more than a
-tenth of the tolerance a goal (one of them may end a little nearer, another a little farther:
-up to 2 mm on the captured trees, whose unmet goals are 0.1-0.4 m off); and no bone of the tree
-turns by more than ``Settings.flip_angle`` to a neighbour where it did not. Only trees of two
-goals or more (one goal has no valley: out of reach its chain lies straight, turning about the
-line to its target, which the passes above take out), without a pole (the compiled loop does
-not cover secondary goals: a double-Y tree of 150 frames with a pole among its goals took
-14.5 s in numpy's re-solves and settled one frame), whose solve is one level (a solve in two
-levels, ``priority.has_levels``, moves a solved pose again when started from it: 0.1-1.6
-degrees at the median on captured creatures and humanoids with a chest goal, where
-re-solving made them rougher). A settled frame is the solve of that frame alone from the start
-it was given.
+**Along a valley** (``settle``, after those passes). Where an IK tree's goals conflict (two
+hands through one spine pulling apart, the four fingers of a double-Y tree out of reach
+together), moving along the valley of compromises trades one goal's error for another's, so the
+passes above, which keep every goal where the solve put it, cannot take that jitter out: the
+loop stops where the error's gradient is small against the error
+(``Settings.gradient_tolerance``), which along a shallow valley is anywhere within a few
+hundredths of a degree to tenths of its floor, and a lean bake keys every other frame of such a
+tree. ``settle`` re-solves those frames: each pass (``SETTLE_PASSES``) takes the frames where
+the solve left a goal of the tree unmet, even ones then odd ones, moves each pose ``ALPHA`` of
+the way toward the cubic through its two neighbours on either side, and solves the frame from
+there (``solve_tree``, or ``solve`` for a tree with the trees it carries), which started near
+the floor it had left stops within a few steps. A frame takes the re-solve when the tree stays
+as good as the solve left it, judged for the tree as a whole by the flip repair's rule for its
+path without the path's 1 % share (``flips._Tree.as_good``): every goal the solve met stays
+within the tolerance, and the root of the weighted squared errors of the others grows by no more
+than a tenth of the tolerance a goal (one of them may end a little nearer, another a little
+farther: up to 2 mm on the captured trees, whose unmet goals are 0.1-0.4 m off); and no bone of
+the tree turns by more than ``Settings.flip_angle`` to a neighbour where it did not. Only where
+an IK tree has two goals or more (one goal has no valley: out of reach its chain lies straight,
+turning about the line to its target, which the passes above take out; nor have trees of one
+goal each that ride on one another, solved one after the other: a head's chain carrying the
+hands' chains, re-solved so, took 30 ms more and changed nothing), without a pole (the compiled
+loop does not cover secondary goals: a double-Y tree of 150 frames with a pole among its goals
+took 14.5 s in numpy's re-solves and settled one frame), whose solve is one level (a solve in
+two levels, ``priority.has_levels``, moves a solved pose again when started from it: 0.1-1.6
+degrees at the median on captured creatures and humanoids with a chest goal, where re-solving
+made them rougher). A settled frame is the solve of that frame alone from the start it was
+given.
 
 The goals' errors stay within those bounds, the reasons and iterations are the solve's; the
 poses of the frames the passes moved are no longer a solve of that frame alone (they differ
@@ -116,13 +118,13 @@ numpy it took 0.15-0.46 s, and they were left out."""
 DAMPING = 1e-9
 """Regularisation of J J^T in the projection and the correction (m x m systems, m <= 6 E)."""
 SETTLE_PASSES = 5
-"""Most passes of ``settle`` (fewer when ``smooth`` is given fewer). On 8 captured zoo bakes
-that it re-solves (5 double-Y trees; humanoids: two with hands through the spine, one whose
-hands' chains ride on the head's; seeds 5757 and 5858) the samples more than 0.01 degree off
-their cubic went from 0.27-0.62 of them to 0.24-0.49 with 5 passes (0.22-0.47 with 10), the
-joint jumps over 10 degrees from 284 to 264 in all (263), the share of samples within 1e-3 up
-on 6 and the same on 2, the rms error the same to 5 digits; the smoothing took 31-85 ms
-against 11-25 for the null-space passes alone (45-140 with 10 passes)."""
+"""Most passes of ``settle`` (fewer when ``smooth`` is given fewer). On 7 captured zoo bakes
+that it re-solves (5 double-Y trees, 2 humanoids with hands through the spine; seeds 5757
+and 5858) the samples more than 0.01 degree off their cubic went from 0.27-0.62 of them to
+0.24-0.49 with 5 passes (0.22-0.47 with 10), the joint jumps over 10 degrees from 253 to 233
+in all (232), the share of samples within 1e-3 up on the 5 trees and the same on the
+humanoids, the rms error the same to 5 digits; the smoothing took 30-83 ms against 11-25 for
+the null-space passes alone (45-140 with 10 passes)."""
 
 
 @dataclass
@@ -382,10 +384,12 @@ def settle(
         return
     parity = np.arange(pose.frames) % 2
     for unit in carry_groups(skel, reference.trees or ik_trees(skel)):
-        if len(unit) < 2 or np.any(g.secondary[unit]):
-            continue  # one goal has no valley; poles: see the module docstring
+        if np.any(g.secondary[unit]):
+            continue  # poles: see the module docstring
         sub = skel.subtree(unit)[0]  # (cached)
         inner = ik_trees(sub)
+        if all(len(t) < 2 for t in inner):
+            continue  # trees of one goal each (solved one after the other): no valley
         if priority.has_levels(sub, inner):
             continue  # a solve in two levels moves a solved pose again: not settled by one
         valley = _Valley(skel, goals, g, settings, reference, unit, len(inner) == 1)
