@@ -43,7 +43,7 @@ as good as the solve left it, judged for the tree as a whole by the flip repair'
 path without the path's 1 % share (``flips._Tree.as_good``): every goal the solve met stays
 within the tolerance, and the root of the weighted squared errors of the others grows by no more
 than a tenth of the tolerance a goal (one of them may end a little nearer, another a little
-farther: up to 2 mm on the captured trees, whose unmet goals are 0.1-0.4 m off); and no bone of
+farther: up to 1.4 mm on the captured trees, whose unmet goals are 0.1-0.4 m off); and no bone of
 the tree turns by more than ``Settings.flip_angle`` to a neighbour where it did not. Only where
 an IK tree has two goals or more (one goal has no valley: out of reach its chain lies straight,
 turning about the line to its target, which the passes above take out; nor have trees of one
