@@ -1,7 +1,9 @@
 """Jitter-free bakes (solvers/smooth.py): after the solve and the flip repair, the motion is
-smoothed in the null space of the goals. The jitter falls, no goal ends farther off than the
-solve put it (a met goal stays met), no bone jumps where it did not, frames whose goals are all
-met keep the solve's pose, and the result is bit-identical run to run.
+smoothed in the null space of the goals, then along the valley of goals in conflict
+(``settle``). The jitter falls, no goal ends farther off than the solve put it (a met goal
+stays met; where ``settle`` re-solved a tree, its unmet goals are judged together), no bone
+jumps where it did not, frames whose goals are all met keep the solve's pose, and the result is
+bit-identical run to run.
 
 Rigs: the flip repair's humanoids (hands through the spine: one tree of two conflicting goals,
 targets in and out of reach; tests/solvers/test_flips.py) and a double-Y tree of four goals
