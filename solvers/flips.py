@@ -73,7 +73,7 @@ from numpy.typing import NDArray
 
 from .blas import one_thread
 from .errors import SettingsError
-from .goals import Goals, PreparedGoals, no_worse, prepare_goals
+from .goals import Goals, PreparedGoals, no_worse, no_worse_together, prepare_goals
 from .skeleton import Pose, Skeleton
 from .solve import (
     Settings,
@@ -315,34 +315,23 @@ class _Tree:
         at: NDArray[np.intp] | None = None,
     ) -> NDArray[np.bool_]:
         """Per candidate (of ``at``, else all): as good as its frame's own solve for the tree
-        as a whole, the path's rule (3, 4): each goal the own solve met (its position, its
-        rotation) stays met, and the ones it did not meet are judged together by the solve's
-        own measure, the root of sum w e^2 over their rows' weights (position errors in world
-        units, rotation errors in radians, as ``solve`` weighs them): no larger than the own
-        solve's plus tolerance / 10 a goal (root-sum-squared) or plus ``share`` of it, where
-        that is more (``no_worse``'s slack, for the goals together). Goals in conflict have
-        many compromises; one a little nearer one goal and a little farther from another is as
-        good for the tree (a goal alone: ``admissible``)."""
+        as a whole, the path's rule (3, 4; ``goals.no_worse_together``): each goal the own
+        solve met (its position, its rotation) stays met, and the ones it did not meet are
+        judged together by the solve's own measure, the root of sum w e^2 over their rows'
+        weights: no larger than the own solve's plus tolerance / 10 a goal or plus ``share``
+        of it. Goals in conflict have many compromises; one a little nearer one goal and a
+        little farther from another is as good for the tree (a goal alone: ``admissible``)."""
         at = np.arange(len(self.frame)) if at is None else at
         f = self.frame[at]
-        tol, rtol = settings.tolerance, settings.rotation_tolerance
-        own = wanted = found = 0.0
-        keep = self.source[at] < 0
-        ok = np.ones(len(f), dtype=bool)
-        # positions, then rotations: (errors, the own solve's, tolerance, free, row weight)
-        for err, mine, t, free, weight in (
-            (self.pos[at], self.pos[f], tol, met_tol[0][self.tree], self.weight[0]),
-            (self.ori[at], self.ori[f], rtol, met_tol[1][self.tree], self.weight[1]),
-        ):
-            met = free | (mine <= t)
-            ok &= np.all(~met | free | (err <= t), axis=1)
-            w = np.where(met, 0.0, weight)  # (candidates, goals): the unmet ones' weights
-            own = own + np.sum(w * mine**2, axis=1)
-            found = found + np.sum(w * err**2, axis=1)
-            wanted = wanted + np.sum(w * (0.1 * t) ** 2, axis=1)
-        own, found = np.sqrt(own), np.sqrt(found)
-        ok &= found <= own + np.maximum(np.sqrt(wanted), share * own)
-        return np.asarray(keep | ok)
+        ok = no_worse_together(
+            (self.pos[f], self.ori[f]),
+            (self.pos[at], self.ori[at]),
+            self.weight,
+            (met_tol[0][self.tree], met_tol[1][self.tree]),
+            (settings.tolerance, settings.rotation_tolerance),
+            share,
+        )
+        return np.asarray((self.source[at] < 0) | ok)
 
     def jumps(self, angle: float) -> Array:
         """(F-1,) bones over ``angle`` per step of the chosen path."""

@@ -271,3 +271,34 @@ def no_worse(error: Array, tolerance: float, share: float = 0.0) -> Array:
     and goal priority's (solvers/priority.py)."""
     slack = np.maximum(0.1 * tolerance, share * error)
     return np.asarray(np.where(error <= tolerance, tolerance, error + slack))
+
+
+def no_worse_together(
+    own: tuple[Array, Array],
+    found: tuple[Array, Array],
+    weight: tuple[Array, Array],
+    free: tuple[NDArray[np.bool_], NDArray[np.bool_]],
+    tolerance: tuple[float, float],
+    share: float = 0.0,
+) -> NDArray[np.bool_]:
+    """Per row of ``found`` (N, E) position and rotation errors: as good as ``own`` (N, E, a
+    reference solve's) for the goals as a whole. Each goal ``own`` met (within ``tolerance``;
+    ``free`` ones always count as met) stays met, and the ones it did not meet are judged
+    together by the solve's own measure, the root of sum w e^2 over their rows' ``weight``
+    (position errors in world units, rotation errors in radians): no larger than own's plus a
+    tenth of the tolerance a goal (root-sum-squared) or plus ``share`` of it, where that is
+    more (``no_worse``'s slack, for the goals together). The flip repair's path
+    (solvers/flips.py ``_Tree.as_good``) and the smoothing along a valley (solvers/smooth.py
+    ``settle``)."""
+    total_own = total_found = wanted = 0.0
+    ok = np.ones(len(found[0]), dtype=bool)
+    for err, mine, t, loose, w_row in zip(found, own, tolerance, free, weight, strict=True):
+        met = loose | (mine <= t)
+        ok &= np.all(~met | loose | (err <= t), axis=1)
+        w = np.where(met, 0.0, w_row)  # (N, goals): the unmet ones' weights
+        total_own = total_own + np.sum(w * mine**2, axis=1)
+        total_found = total_found + np.sum(w * err**2, axis=1)
+        wanted = wanted + np.sum(w * (0.1 * t) ** 2, axis=1)
+    total_own, total_found = np.sqrt(total_own), np.sqrt(total_found)
+    ok &= total_found <= total_own + np.maximum(np.sqrt(wanted), share * total_own)
+    return ok

@@ -40,7 +40,7 @@ the way toward the cubic through its two neighbours on either side, and solves t
 there (``solve_tree``, or ``solve`` for a tree with the trees it carries), which started near
 the floor it had left stops within a few steps. A frame takes the re-solve when the tree stays
 as good as the solve left it, judged for the tree as a whole by the flip repair's rule for its
-path without the path's 1 % share (``flips._Tree.as_good``): every goal the solve met stays
+path without the path's 1 % share (``goals.no_worse_together``): every goal the solve met stays
 within the tolerance, and the root of the weighted squared errors of the others grows by no more
 than a tenth of the tolerance a goal (one of them may end a little nearer, another a little
 farther: up to 1.4 mm on the captured trees, whose unmet goals are 0.1-0.4 m off); and no bone of
@@ -79,7 +79,7 @@ from numpy.typing import NDArray
 from . import kernel, priority
 from .blas import one_thread
 from .flips import take_frames, tree_goals, turn_angles
-from .goals import Goals, PreparedGoals, no_worse, prepare_goals
+from .goals import Goals, PreparedGoals, no_worse, no_worse_together, prepare_goals
 from .methods import damped_solve
 from .rotations import matrix_from_quaternion, quaternion_from_matrix
 from .skeleton import ROT_POST, ROT_PRE, Kinematics, Pose, Skeleton
@@ -302,13 +302,10 @@ class _Run:
         tree_bad = bad.astype(float) @ self.goal_in > 0
         # no new jump: a bone's turn to a neighbour over flip_angle only where it was before
         # (over the bones of the trees tried: only their verdicts are used)
-        angle = self.settings.flip_angle or np.inf
         fi, bi = np.nonzero(tried.astype(float) @ self.bone_in.T > 0)
-        now, before = new.rotations[fi, bi], pose.rotations[fi, bi]
+        now = new.rotations[fi, bi]
         jump = ~np.all(np.isfinite(now), axis=(1, 2))
-        for side in (-1, 1):
-            rot = whole.rotations[frames[fi] + side, bi]
-            jump |= (turn_angles(rot, now) > angle) & ~(turn_angles(rot, before) > angle)
+        jump |= turns_anew(whole.rotations, frames[fi], bi, now, self.settings.flip_angle)
         jumps = np.zeros((len(frames), self.skel.n_bones), dtype=bool)
         jumps[fi, bi] = jump
         tree_bad |= jumps.astype(float) @ self.bone_in > 0
@@ -408,7 +405,7 @@ def settle(
 
 class _Valley:
     """One tree (with the trees it carries) that ``settle`` re-solves: its frames to settle
-    (``loose``), the bounds its goals keep to, its skeleton and goals."""
+    (``loose``), the solve's errors its goals are judged against, its skeleton and goals."""
 
     def __init__(
         self,
@@ -423,18 +420,13 @@ class _Valley:
         self.settings = settings
         frames = reference.pose.frames
         tol, rtol = settings.tolerance, settings.rotation_tolerance
-        pos, rot = reference.position_error[:, unit], reference.rotation_error[:, unit]
-        self.met_pos = (pos <= tol) | (g.w_pos[unit] <= 0)
-        self.met_rot = (rot <= rtol) | (g.w_rot[unit] <= 0)
-        self.loose = ~(self.met_pos.all(axis=1) & self.met_rot.all(axis=1))
+        self.own = reference.position_error[:, unit], reference.rotation_error[:, unit]
+        self.weight = g.w_pos[unit], g.w_rot[unit]
+        self.free = self.weight[0] <= 0, self.weight[1] <= 0
+        met_pos = (self.own[0] <= tol) | self.free[0]
+        met_rot = (self.own[1] <= rtol) | self.free[1]
+        self.loose = ~(met_pos.all(axis=1) & met_rot.all(axis=1))
         self.loose[:2] = self.loose[-2:] = False
-        # the unmet goals together, by the solve's own measure (flips._Tree.as_good)
-        self.w_pos = np.where(self.met_pos, 0.0, g.w_pos[unit])
-        self.w_rot = np.where(self.met_rot, 0.0, g.w_rot[unit])
-        own = np.sum(self.w_pos * pos**2, axis=1) + np.sum(self.w_rot * rot**2, axis=1)
-        slack = np.sum(self.w_pos, axis=1) * (0.1 * tol) ** 2
-        slack += np.sum(self.w_rot, axis=1) * (0.1 * rtol) ** 2
-        self.bound = np.sqrt(own) + np.sqrt(slack)
         self.sub, self.keep, _ = skel.subtree(unit)
         self.bones = np.unique(skel.dof_bone[skel.dof_moves[unit].any(axis=0)])
         self.at = np.searchsorted(self.keep, self.bones)  # the unit's bones in the subtree
@@ -461,7 +453,19 @@ class _Valley:
         else:
             res = solve(self.sub, take_frames(self.goals, fr), self.settings, begin, status=False)
         new = res.pose.rotations[:, self.at]
-        take = np.flatnonzero(self.as_good(fr, res) & self.no_new_jump(pose, fr, new))
+        # the tree as good as the solve left it, judged as a whole (the repair path's rule
+        # without its share), and no bone turning over flip_angle to a neighbour anew
+        st = self.settings
+        ok = no_worse_together(
+            (self.own[0][fr], self.own[1][fr]),
+            (res.position_error, res.rotation_error),
+            self.weight,
+            self.free,
+            (st.tolerance, st.rotation_tolerance),
+        )
+        ok &= np.all(np.isfinite(new), axis=(1, 2, 3))
+        jumps = turns_anew(pose.rotations, fr[:, None], self.bones, new, st.flip_angle)
+        take = np.flatnonzero(ok & ~np.any(jumps, axis=1))
         if take.size == 0:
             return False
         f = fr[take]
@@ -473,24 +477,21 @@ class _Valley:
         self.settled[f] = True
         return True
 
-    def as_good(self, fr: NDArray[np.intp], res: SolveResult) -> NDArray[np.bool_]:
-        """Per re-solve of the frames ``fr``: the tree as good as the solve left it (its met
-        goals met, the others together within ``bound``)."""
-        tol, rtol = self.settings.tolerance, self.settings.rotation_tolerance
-        e, er = res.position_error, res.rotation_error
-        ok = np.all(~self.met_pos[fr] | (e <= tol), axis=1)
-        ok &= np.all(~self.met_rot[fr] | (er <= rtol), axis=1)
-        found = np.sum(self.w_pos[fr] * e**2, axis=1) + np.sum(self.w_rot[fr] * er**2, axis=1)
-        return np.asarray(ok & (np.sqrt(found) <= self.bound[fr]))
 
-    def no_new_jump(self, pose: Pose, fr: NDArray[np.intp], new: Array) -> NDArray[np.bool_]:
-        """Per re-solve: finite, and no bone of the tree turning by more than ``flip_angle``
-        to a neighbour where it did not."""
-        angle = self.settings.flip_angle or np.inf
-        ok = np.all(np.isfinite(new), axis=(1, 2, 3))
-        was = pose.rotations[fr][:, self.bones]
-        for side in (-1, 1):
-            near = pose.rotations[fr + side][:, self.bones]
-            jump = (turn_angles(near, new) > angle) & ~(turn_angles(near, was) > angle)
-            ok &= ~np.any(jump, axis=1)
-        return np.asarray(ok)
+def turns_anew(
+    rotations: Array,
+    frames: NDArray[np.intp],
+    bones: NDArray[np.intp],
+    now: Array,
+    flip_angle: float,
+) -> NDArray[np.bool_]:
+    """Whether bones ``bones`` at ``frames`` (broadcast together) of ``rotations`` (F, B, 3, 3),
+    turned to ``now``, turn by more than ``flip_angle`` (0: never) to a neighbouring frame
+    where they did not: the jumps a smoothing pass may not add."""
+    angle = flip_angle or np.inf
+    before = rotations[frames, bones]
+    out = np.zeros(np.broadcast_shapes(np.shape(frames), np.shape(bones)), dtype=bool)
+    for side in (-1, 1):
+        near = rotations[frames + side, bones]
+        out |= (turn_angles(near, now) > angle) & ~(turn_angles(near, before) > angle)
+    return out
