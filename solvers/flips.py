@@ -1,4 +1,5 @@
-"""Flip-free bakes: re-solve the frames where joints jump, from their solved neighbours.
+"""Flip-free bakes: re-solve the frames where joints jump, from their solved neighbours (and
+the frames stuck off a goal in reach, from poses a few frames off).
 
 In converge mode every frame is solved from its own start pose (the rest or read pose), so a
 range equals its frames solved one by one. Where a redundant chain has several poses that meet
@@ -31,7 +32,7 @@ little. ``repair`` removes such flips after the batched solve:
    one goal and farther from another, as good for the tree. So no met goal ends unmet and
    the unmet ones of a tree end no more than 1 % farther off together: the share of goals
    met cannot get worse by the repair, the rms error by about 1 % at most (a carried tree's
-   second pass, 6, allows 1 % of what the first left).
+   second pass, 7, allows 1 % of what the first left).
 4. Per tree, a shortest path over the frames (Viterbi) picks one candidate a frame (as good
    for the tree as its own solve, within ``CHOICE_SHARE``), minimising the number of bone
    jumps over ``flip_angle``, each weighed up by its size beyond that angle
@@ -43,7 +44,18 @@ little. ``repair`` removes such flips after the batched solve:
 5. When no wave is left, the path is chosen again (4) and the next pass re-solves the jumps
    left on it; ``PASSES`` passes and ``ROUNDS`` rounds at most. A candidate already solved from
    the same start is not solved again.
-6. A tree and the trees it carries (``solve.tree_carriers``: a hand's chain of 3 on the chest
+6. Then one pass for the goals the own solves left unmet in reach (``goal_status``
+   "conflict"): a solve can stop at a local minimum of its own start while another start meets
+   the goal, and where the own solves slide into it smoothly no joint jumps to ask for a
+   re-solve (zoo seed 6060's 05, a hand with an orientation goal on a chain of 3: met from
+   frame 93 on, 1.5-24 mm off on frames 84-92, where Blender's IK met it from frame 88; frame
+   92 solved from frame 84's pose meets it). In each run of such frames, every
+   ``REACH_EVERY``-th frame from its first is solved from the chosen poses ``REACH_STARTS``
+   frames off; the candidates go the way of the others (admissible ones that jump from the
+   pose next to them start waves, 2) and the path (4) weighs, besides the jumps, ``MISS_COST``
+   for each goal a candidate leaves unmet, so it takes the poses that meet more goals where
+   that costs fewer jumps than it meets goals.
+7. A tree and the trees it carries (``solve.tree_carriers``: a hand's chain of 3 on the chest
    of the head's chain; ``solve.carry_groups``) are repaired as one: a candidate solves them
    all (the carried ones from the carrier's new pose, as ``solve`` does), its bones are all of
    theirs and it is admissible only when every goal of them is as good as the frame's own
@@ -53,12 +65,12 @@ little. ``repair`` removes such flips after the batched solve:
    own, on their carriers' repaired poses (as good as that first pass left them).
 
 What "a range equals its frames solved one by one" means with the repair: a frame keeps its own
-solve (``solve`` of that frame alone from its own start, as before) unless it was part of a jump;
-then its pose, errors, iterations and reason are ``solve`` of that frame alone (the same settings)
-from ``FlipRepair.start[f]``, the pose of a nearby frame (its neighbour, or a wave's last frame)
-that a solve of that frame produced (tests/solvers/test_flips.py checks every frame of a
-repaired range against its solve alone from that start, to 1e-9). ``flip_angle = 0`` switches the
-repair off. Track mode already
+solve (``solve`` of that frame alone from its own start, as before) unless it was part of a jump
+or stuck off a goal (6); then its pose, errors, iterations and reason are ``solve`` of that
+frame alone (the same settings) from ``FlipRepair.start[f]``, the pose of a nearby frame (its
+neighbour, a wave's last frame, or one ``REACH_STARTS`` off) that a solve of that frame
+produced (tests/solvers/test_flips.py checks every frame of a repaired range against its solve
+alone from that start, to 1e-9). ``flip_angle = 0`` switches the repair off. Track mode already
 starts each frame from the last, and is not repaired. Pure numpy; deterministic (the same input
 gives bit-identical output: fixed order, no randomness, ties to the lowest index).
 """
@@ -79,6 +91,7 @@ from .solve import (
     Settings,
     SolveResult,
     carry_groups,
+    goal_status,
     goal_status_at,
     ik_trees,
     solve_tree,
@@ -122,6 +135,22 @@ Blender's bake on the same 20 of 24 rigs. 1 and 10 per squared radian left 33 an
 over 60 degrees, with 885 and 990 jumps; 3 per radian (linear) 30."""
 NEIGHBOUR_COST = 1e-9
 """Cost of taking a frame's pose from a neighbour's start rather than its own."""
+MISS_COST = 1.0
+"""Cost of each goal a candidate leaves unmet (position or rotation counted apart), against 1
+for a jump (6): a frame's goal met is worth a jump. On 25 captured zoo bakes (seeds 5656-6262,
+every kind), against the repair without the search of 6: the goal-frames left unmet 12,045 ->
+11,966, the jumps 923 -> 932; the rms error the same but on 5757's 10 (0.1603 -> 0.1283, a
+head and hands through the spine), 5858's 05 (0.0898 -> 0.0887) and 6060's 05; 0.5: 11,992
+unmet, 935 jumps; 2: 11,919 and 954."""
+REACH_STARTS = (-8, 8)
+"""Where the frames of a run whose own solves leave a goal unmet in reach are also solved from
+(6): the chosen poses this many frames off. On the 25 bakes, +-16: 11,968 goal-frames unmet and
+949 jumps (+-8: 11,966 and 932)."""
+REACH_EVERY = 16
+"""Which frames of such a run are solved from ``REACH_STARTS`` (6): its first and every this
+many after it; the waves carry what they find along the run. Every 8th: the same goal-frames
+met (11,963) for 57,818 frames solved against 56,233 (52,686 without the search); every
+32nd: 11,970 and 55,520."""
 CHOICE_SHARE = 0.01
 """How much farther off than the frame's own solve (a share of the root-sum-square of their
 errors) the goals that solve did not meet may end, together, in a candidate the path takes (3,
@@ -255,6 +284,13 @@ class _Tree:
         self.reason = self._reason(res)
         self.iterations = np.asarray(res.iterations)
         self.chosen = np.arange(frames)  # per frame, the chosen candidate
+        status = res.goal_status
+        # frames where the own solve leaves a goal of the unit unmet in reach
+        self.conflict = (
+            np.zeros(frames, dtype=bool)
+            if status is None
+            else np.any(np.asarray(status)[:, tree] == "conflict", axis=1)
+        )
         self.tried: set[tuple[int, int]] = set()  # (frame, source candidate) solved
 
     def add(
@@ -333,6 +369,15 @@ class _Tree:
         )
         return np.asarray((self.source[at] < 0) | ok)
 
+    def misses(
+        self, settings: Settings, met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]]
+    ) -> Array:
+        """(candidates,) the goals each leaves unmet (positions and rotations counted apart)."""
+        free_pos, free_rot = met_tol[0][self.tree], met_tol[1][self.tree]
+        far = ~free_pos & (self.pos > settings.tolerance)
+        turned = ~free_rot & (self.ori > settings.rotation_tolerance)
+        return np.asarray(np.sum(far, axis=1) + np.sum(turned, axis=1), dtype=float)
+
     def jumps(self, angle: float) -> Array:
         """(F-1,) bones over ``angle`` per step of the chosen path."""
         return np.asarray(np.sum(joint_steps(self.rot[self.chosen]) > angle, axis=1))
@@ -355,9 +400,11 @@ def repair(
     if sum(len(b) for b in moved) != len(np.unique(np.concatenate(moved))):
         return result, report  # trees sharing a bone (not split by DOF): left as solved
     g = prepare_goals(goals, skeleton.n_effectors)
+    if result.goal_status is None:  # (a range joined from chunks) the goals unmet in reach
+        result = replace(result, goal_status=goal_status(skeleton, g, result, settings))
     met_tol = (g.w_pos <= 0) | g.is_aim, (g.w_rot <= 0) & ~(g.is_aim & (g.w_pos > 0))
     w_rot = np.where(g.is_aim, g.w_pos, g.w_rot)  # an aim goal's angle: its position rows'
-    # first each tree with the trees it carries as one unit (module docstring, 6), then the
+    # first each tree with the trees it carries as one unit (module docstring, 7), then the
     # carried trees again on their own, from their carriers' repaired poses
     carried = [i for i, below in enumerate(tree_carriers(skeleton, trees)) if below]
     every = np.arange(frames)
@@ -415,7 +462,7 @@ def _rounds(
     met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
     report: FlipRepair,
 ) -> None:
-    """The re-solves of the units ``state`` (steps 2-5 of the module docstring); the bones of
+    """The re-solves of the units ``state`` (steps 2-6 of the module docstring); the bones of
     no unit hold their pose in ``base``."""
     fresh: list[NDArray[np.intp]] = [np.zeros(0, dtype=np.intp) for _ in state]
     passes = rounds = 0
@@ -427,12 +474,11 @@ def _rounds(
         want = _waves(state, fresh, frames, angle, settings, met_tol)
         if not any(want) or rounds >= ROUNDS:
             _choose(state, frames, angle, settings, met_tol)
-            passes += 1
-            if passes > PASSES or rounds >= ROUNDS:
+            while not any(want) and passes <= PASSES and rounds < ROUNDS:
+                passes += 1
+                want = _jump_asks(state, angle) if passes <= PASSES else _reach_asks(state, frames)
+            if not any(want):
                 break
-            want = _jump_asks(state, angle)
-        if not any(want):
-            break
         rounds += 1
         report.rounds += 1
         # each tree with requests is solved alone, on its own skeleton (trees are independent:
@@ -512,6 +558,23 @@ def _jump_asks(state: list[_Tree], angle: float) -> list[list[tuple[int, int, in
     return want
 
 
+def _reach_asks(state: list[_Tree], frames: int) -> list[list[tuple[int, int, int]]]:
+    """Per tree, each frame whose own solve leaves a goal unmet in reach, from the chosen poses
+    ``REACH_STARTS`` frames off."""
+    want = []
+    for s in state:
+        asks = []
+        c, every = s.conflict, np.arange(frames)
+        begin = c & ~np.concatenate([[False], c[:-1]])  # the first frame of each run of them
+        since = every - np.maximum.accumulate(np.where(begin, every, 0))
+        for f in np.flatnonzero(c & (since % REACH_EVERY == 0)).tolist():
+            for d in REACH_STARTS:
+                if 0 <= f + d < frames:
+                    asks.append((f, int(s.chosen[f + d]), 1 if d < 0 else -1))
+        want.append(_untried(s, asks))
+    return want
+
+
 def _untried(s: _Tree, asks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     out = []
     for frame, c, way in asks:
@@ -569,7 +632,8 @@ def _choose(
             while b + 1 < frames and many[b + 1]:
                 b += 1
             span = slice(max(a - 1, 0), min(b + 1, frames - 1) + 1)
-            segments.append((s, table[span], *_costs(s, table[span], valid[span], angle)))
+            miss = s.misses(settings, met_tol)[table[span]]
+            segments.append((s, table[span], *_costs(s, table[span], valid[span], angle, miss)))
     if not segments:
         return
     paths = _viterbi([x[2] for x in segments], [x[3] for x in segments])
@@ -578,13 +642,14 @@ def _choose(
 
 
 def _costs(
-    s: _Tree, table: NDArray[np.intp], valid: NDArray[np.bool_], angle: float
+    s: _Tree, table: NDArray[np.intp], valid: NDArray[np.bool_], angle: float, miss: Array
 ) -> tuple[Array, Array]:
     """A segment's costs: (L, W) of taking each candidate of ``table`` (inf where not valid,
     ``NEIGHBOUR_COST`` for one solved from a neighbour) and (L-1, W, W) of each step from a
     candidate to the next frame's: each bone step over ``angle`` costs 1 and ``OVER_WEIGHT``
     per squared radian beyond ``angle``, each radian ``SMOOTH_WEIGHT``."""
     node = np.where(valid, np.where(s.source[table] >= 0, NEIGHBOUR_COST, 0.0), np.inf)
+    node += MISS_COST * miss
     length, width, bones = table.shape + s.rot.shape[1:2]
     # (L, B, W, 9): per bone the candidates' rotations as rows, so the trace of R_p^T R_c of
     # every pair of neighbouring candidates is one small matrix product a bone, and the sums

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from jacobian_ik.solvers import (
     Goals,
+    Joint,
     Pose,
     Settings,
     SettingsError,
@@ -29,6 +31,7 @@ from jacobian_ik.solvers import (
 from jacobian_ik.solvers.goals import no_worse, prepare_goals
 from jacobian_ik.solvers.so3 import exp_so3
 from jacobian_ik.solvers.solve import carry_groups, goal_status, goal_status_at
+from tests.rigs.skeletons import chain
 from tests.solvers.test_trees import random_humanoid
 
 ANGLE = math.radians(10.0)
@@ -75,16 +78,21 @@ def jumps(skel: Skeleton, result: SolveResult) -> list[int]:
     return out
 
 
-def path_cost(result: SolveResult, bones: np.ndarray | slice = slice(None)) -> float:
+def path_cost(
+    result: SolveResult, bones: np.ndarray | slice = slice(None), tree: np.ndarray | None = None
+) -> float:
     """What the repair's path minimises over the frames (``flips._costs``, without the 1e-9 a
     frame taken from a neighbour), of ``bones``: each bone step over 10 degrees 1 plus
-    ``OVER_WEIGHT`` per squared radian beyond, each radian ``SMOOTH_WEIGHT``."""
+    ``OVER_WEIGHT`` per squared radian beyond, each radian ``SMOOTH_WEIGHT``; and with the
+    goals ``tree``, ``MISS_COST`` for each of them unmet on a frame (position goals)."""
     step = flips.joint_steps(result.pose.rotations[:, bones])
     over = np.maximum(step - ANGLE, 0.0)
+    unmet = 0 if tree is None else np.sum(result.position_error[:, tree] > Settings().tolerance)
     return float(
         np.sum(step > ANGLE)
         + flips.OVER_WEIGHT * np.sum(over * over)
         + flips.SMOOTH_WEIGHT * np.sum(step)
+        + flips.MISS_COST * unmet
     )
 
 
@@ -140,7 +148,7 @@ def test_no_tree_jumps_more_and_goals_stay_met(solved: dict, seed: int) -> None:
     skel, _, st, plain, (fixed, report) = solved[seed]
     for tree in fixed.trees:
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
-        assert path_cost(fixed, bones) <= path_cost(plain, bones) + 1e-6
+        assert path_cost(fixed, bones, tree) <= path_cost(plain, bones, tree) + 1e-6
     assert all(a <= b for a, b in zip(jumps(skel, fixed), jumps(skel, plain), strict=True))
     # a met goal stays within tolerance, the ones the solve did not meet end together at most
     # CHOICE_SHARE farther off (goals in conflict: another compromise): the met share holds,
@@ -481,6 +489,38 @@ def test_the_shortest_paths_walked_side_by_side_are_each_the_cheapest(seed: int)
         assert tuple(path) == tuple(flips._viterbi([node], [trans])[0])
 
 
+def test_a_frame_stuck_off_a_target_in_reach_is_solved_from_a_pose_a_few_frames_off() -> None:
+    """One bone, a hinge. Every frame's target sits at -115 degrees; frames 0-7 start at -100
+    and meet it, frames 8-39 start at +65, pointing straight away from it: there the error runs
+    through the joint, the gradient is zero, and each own solve stops where it started (the
+    goal unmet in reach). With jumps counted only
+    over 180 degrees (none) only the search from other frames' poses finds it: the frames of
+    such a run are solved (every ``REACH_EVERY``-th from its first) from the chosen poses
+    ``REACH_STARTS`` frames off too, and the path takes a pose found for the goal it meets.
+    Frame 8, solved from frame 0's pose, meets its goal; the frames solved only from stuck
+    poses stay where they were; each frame equals its solve alone from the start the repair
+    gives; and a range joined from chunks (no goal status: the bake's) is repaired the same."""
+    skel, frames = chain(1, joint=Joint.hinge("Z")), 40
+    late = np.arange(frames) >= 8
+    angle = math.radians(-115.0)
+    target = np.tile([-math.sin(angle), math.cos(angle), 0.0], (frames, 1))
+    goals, st = Goals(position=target[:, None]), Settings(flip_angle=math.pi)
+    start = Pose.rest(skel.n_bones, frames)
+    turn = np.radians(np.where(late, 65.0, -100.0))[:, None] * np.array([0.0, 0.0, 1.0])
+    start.rotations[:, 0] = exp_so3(turn)
+    plain = solve(skel, goals, st, start)
+    assert np.all(plain.position_error[:8] <= st.tolerance)
+    assert np.all(plain.position_error[8:] > 1.9) and np.all(plain.goal_status[8:] == "conflict")
+    fixed, report = flips.repair(skel, goals, st, start, plain)
+    met = fixed.position_error[:, 0] <= st.tolerance
+    assert met[:9].all() and not met[9:].any(), np.flatnonzero(met)
+    assert report.changed.tolist() == [f == 8 for f in range(frames)]
+    alone = solve(skel, goals, st, report.start)
+    assert np.allclose(alone.pose.rotations, fixed.pose.rotations, atol=1e-9)
+    joined, _ = flips.repair(skel, goals, st, start, replace(plain, goal_status=None))
+    assert joined.pose.rotations.tobytes() == fixed.pose.rotations.tobytes()
+
+
 def test_one_half_turn_costs_more_than_two_smaller_jumps() -> None:
     """A bone that ends a half-turn away two frames later: its own solves hold still, then turn
     180 degrees in one step; a candidate solved from a neighbour turns it 90 and 90. Counted
@@ -497,6 +537,6 @@ def test_one_half_turn_costs_more_than_two_smaller_jumps() -> None:
     tree.source = np.array([-1, -1, -1, 0])
     table = np.array([[0, 0], [1, 3], [2, 2]])
     valid = np.array([[True, False], [True, True], [True, False]])
-    node, trans = flips._costs(tree, table, valid, ANGLE)
+    node, trans = flips._costs(tree, table, valid, ANGLE, np.zeros(table.shape))
     path = flips._viterbi([node], [trans])[0]
     assert list(table[np.arange(3), path]) == [0, 3, 2]
