@@ -574,11 +574,7 @@ def _solve(
         res.reason[:] = "converged"
         return res
     if problem.settings.mode == "converge":
-        p = kernel.plan(problem, method, g, start, False)
-        if p is not None:
-            res = _iterate_compiled(problem, method, g, start, p)
-        else:
-            res = _iterate(problem, method, g, start, problem.settings.max_iterations, False)
+        res = _converge(problem, method, g, start)
         # goals whose chains start deeper win over the others of their tree (solvers/priority.py)
         primary, other = priority.split(problem, g)
         if primary.size:
@@ -588,9 +584,21 @@ def _solve(
                 own = tree_settings(st, sub, gs)
                 return _solve(_problem(sub, gs, own), own.make_method(), gs, begin, None, 1)
 
-            res = priority.prioritize(problem, g, res, primary, other, again, start)
+            def weighted(gs: PreparedGoals, begin: Pose) -> SolveResult:
+                own = tree_settings(st, problem.skel, gs)
+                return _converge(_problem(problem.skel, gs, own), own.make_method(), gs, begin)
+
+            res = priority.prioritize(problem, g, res, primary, other, (again, weighted), start)
         return res
     return _track(problem, method, g, start, resume, group)
+
+
+def _converge(problem: _Problem, method: Method, g: PreparedGoals, start: Pose) -> SolveResult:
+    """The converge-mode loop: compiled where it covers the problem (solvers/kernel.py)."""
+    p = kernel.plan(problem, method, g, start, False)
+    if p is not None:
+        return _iterate_compiled(problem, method, g, start, p)
+    return _iterate(problem, method, g, start, problem.settings.max_iterations, False)
 
 
 def _iterate_compiled(
