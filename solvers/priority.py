@@ -26,7 +26,7 @@ So a tree whose goals' chains start at different depths is solved in two levels:
   points above Blender's on average against 4.0, the rms error 0.927 of Blender's on
   average against 0.942, joint jumps 3,547 against 3,868; 4 of the 80 (seed 6262's 05, 06
   and 15, 6565's 09: hands through the spine with orientation goals and a head) had an rms
-  error 0.22-0.25 against Blender's 0.18-0.20, where (A) turned the chest to reach the head
+  error 0.22-0.25 against Blender's 0.16-0.20, where (A) turned the chest to reach the head
   and threw the hands 0.8 m off, 0.12-0.15 with (A0);
   (A) the primary goals are solved alone on their own chains (``Skeleton.subtree``), from
   (A0)'s pose, by the same loop: as Blender solves the head's tree from the pose below it, but
@@ -105,8 +105,8 @@ HOLD_DAMPING = 1e-12
 """Regularisation of the primaries' rows (J_p J_p^T + HOLD_DAMPING I)."""
 PRIMARY_WEIGHT = 1e3
 """How many times their own weights the primaries weigh in the tree's second solve (A0). On four
-captured zoo humanoids (seeds 5757, 6060, 6262) 100 and 10,000 gave the same rms errors to
-2 % and the same share of samples within 1e-3 to 2 %."""
+captured zoo humanoids (seeds 5757, 6060, 6262) 100 and 10,000 gave rms errors within 2 % of
+1,000's and shares of samples within 1e-3 within 0.023 of its."""
 
 
 def chain_roots(skel: Skeleton) -> NDArray[np.intp]:
@@ -199,7 +199,7 @@ def prioritize(
     frames = _unmet(result, primary, tol_pos, tol_rot)
     if frames.size == 0:
         return result
-    # (A) the primaries alone on their own chains (as Blender solves them), from the compromise
+    # (A) the primaries alone on their own chains (as Blender solves them), from (A0)'s pose
     sub, bones, solved = skel.subtree(primary)
     gf = g.take(frames)
     gs = gf.select(primary)
