@@ -23,7 +23,7 @@ So a tree whose goals' chains start at different depths is solved in two levels:
   is the frame's pose. Measured on 80 zoo humanoids (``python -m benchmarks.zoo --seed S
   --count 20 --kinds humanoid``, seeds 6262, 6363, 6464 and 6565), against (A) from the
   compromise: the reachable share within 1e-3 79.6 % on average against 78.5 % (Blender's
-  74.5-75.4 % in three runs), the rms error 0.118 against 0.121, joint jumps 3,547 against
+  74.5-75.4 % over four runs), the rms error 0.118 against 0.121, joint jumps 3,547 against
   3,868; every target of the zoo met on 61 and 63 rigs in two runs against 60 (Blender's own
   bake of a rig whose chains overlap differs from one process to the next), on 71 in both
   against 66 where Blender's bake is taken with the bones it pulls off put back; 4 of the 80
