@@ -138,10 +138,10 @@ NEIGHBOUR_COST = 1e-9
 MISS_COST = 1.0
 """Cost of each goal a candidate leaves unmet (position or rotation counted apart), against 1
 for a jump (6): a frame's goal met is worth a jump. On 25 captured zoo bakes (seeds 5656-6262,
-every kind), against the repair without the search of 6: the goal-frames left unmet 12,045 ->
-11,966, the jumps 923 -> 932; the rms error the same but on 5757's 10 (0.1603 -> 0.1283, a
-head and hands through the spine), 5858's 05 (0.0898 -> 0.0887) and 6060's 05; 0.5: 11,992
-unmet, 935 jumps; 2: 11,919 and 954."""
+every kind; at ea7e91d, before priority's (A0)), against the repair without the search of 6:
+the goal-frames left unmet 12,045 -> 11,966, the jumps 923 -> 932; the rms error the same but
+on 5757's 10 (0.1603 -> 0.1283, a head and hands through the spine), 5858's 05 (0.0898 ->
+0.0887) and 6060's 05; 0.5: 11,992 unmet, 935 jumps; 2: 11,919 and 954."""
 REACH_STARTS = (-8, 8)
 """Where the frames of a run whose own solves leave a goal unmet in reach are also solved from
 (6): the chosen poses this many frames off. On the 25 bakes, +-16: 11,968 goal-frames unmet and
