@@ -625,6 +625,7 @@ def _choose(
         table[at, 1 + rank] = extra
         valid = np.arange(width)[None] <= count[:, None]
         many = count > 0
+        miss = s.misses(settings, met_tol)  # (candidates,) once for the tree's segments
         # segments of frames with several options, with one frame of context either side
         starts = np.flatnonzero(many & ~np.concatenate([[False], many[:-1]]))
         for a in starts:
@@ -632,8 +633,8 @@ def _choose(
             while b + 1 < frames and many[b + 1]:
                 b += 1
             span = slice(max(a - 1, 0), min(b + 1, frames - 1) + 1)
-            miss = s.misses(settings, met_tol)[table[span]]
-            segments.append((s, table[span], *_costs(s, table[span], valid[span], angle, miss)))
+            cells = table[span]
+            segments.append((s, cells, *_costs(s, cells, valid[span], angle, miss[cells])))
     if not segments:
         return
     paths = _viterbi([x[2] for x in segments], [x[3] for x in segments])
