@@ -389,8 +389,10 @@ def test_a_flip_along_a_flat_valley_of_compromises_is_carried_away(
         skel, goals, st = far_hands_with_orientations(seed)
         plain = solve(skel, goals, st)
         start = Pose.rest(skel.n_bones, FRAMES)
-        fixed = flips.repair(skel, goals, st, start, plain)[0]
+        full = flips.repair(skel, goals, st, start, plain)[0]
         with monkeypatch.context() as m:
+            m.setattr(flips, "BRIDGE", 0)  # the waves alone (the bridges, 8, come after them)
+            fixed = flips.repair(skel, goals, st, start, plain)[0]
             m.setattr(flips, "FLIP_ANGLE", math.inf)
             before = flips.repair(skel, goals, st, start, plain)[0]
         big = math.radians(60.0)
@@ -398,11 +400,61 @@ def test_a_flip_along_a_flat_valley_of_compromises_is_carried_away(
         without.append(flips.count_jumps(before.pose.rotations, big))
         # the hands (never within reach): as near for the tree as the own solves, within the
         # path's share; an orientation met stays met
-        assert np.all(tree_error(fixed) <= (1 + flips.CHOICE_SHARE) * tree_error(plain) + 1e-9)
-        met = plain.rotation_error[:, :2] <= st.rotation_tolerance
-        assert np.all(fixed.rotation_error[:, :2][met] <= st.rotation_tolerance)
+        for r in (fixed, full):
+            assert np.all(tree_error(r) <= (1 + flips.CHOICE_SHARE) * tree_error(plain) + 1e-9)
+            met = plain.rotation_error[:, :2] <= st.rotation_tolerance
+            assert np.all(r.rotation_error[:, :2][met] <= st.rotation_tolerance)
     assert all(a <= b for a, b in zip(ours, without, strict=True)), (ours, without)
     assert sum(ours) < 0.5 * sum(without), (ours, without)
+
+
+def chain_in_and_out_of_reach(n: int, seed: int) -> tuple[Skeleton, Goals, Settings]:
+    """A chain of ``n`` ball joints whose target sweeps an arc from beyond its reach (1.15 x)
+    to well inside it (0.35 x) and out again. Near the reach the chain has one pose, nearly
+    straight; inside it, many poses meet the target: the branch the animation enters on and
+    the one it leaves on are different poses in between, and the path over the frames' solves
+    has to cross from one to the other somewhere."""
+    rng = np.random.default_rng(seed)
+    skel = chain(n, length=1.0)
+    t = np.linspace(0.0, 1.0, FRAMES)
+    rho = 0.75 + 0.4 * np.cos(2 * np.pi * t)
+    a0, a1 = rng.uniform(-1.5, 1.5, 2)
+    turn = a0 + (a1 - a0) * t
+    rise = rng.uniform(-0.5, 0.5)
+    direction = np.stack(
+        [np.cos(rise) * np.sin(turn), np.cos(rise) * np.cos(turn), np.full(FRAMES, np.sin(rise))],
+        axis=1,
+    )
+    return skel, Goals(position=(rho * n)[:, None, None] * direction[:, None, :]), Settings()
+
+
+def test_the_jumps_left_are_bridged_over_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 8: where the path still crosses between two branches in one frame, the frames
+    either side solved from poses turned part way from one branch to the other spread the
+    crossing: on these chains (a jump left on 9 of 12 without the bridges) 30 % fewer jumps
+    or more, the path's cost never higher, the goals as good as the frames' own solves, and
+    each frame still equals its solve alone from the start the repair records (a bridged
+    frame's start is its turned pose)."""
+    bridged, waves = [], []
+    for n, seed in itertools.product((8, 12), range(6)):
+        skel, goals, st = chain_in_and_out_of_reach(n, seed)
+        plain = solve(skel, goals, st)
+        start = Pose.rest(skel.n_bones, FRAMES)
+        fixed, report = flips.repair(skel, goals, st, start, plain)
+        with monkeypatch.context() as m:
+            m.setattr(flips, "BRIDGE", 0)
+            before = flips.repair(skel, goals, st, start, plain)[0]
+        bridged.append(flips.count_jumps(fixed.pose.rotations, ANGLE))
+        waves.append(flips.count_jumps(before.pose.rotations, ANGLE))
+        tree = np.array([0])
+        assert path_cost(fixed, tree=tree) <= path_cost(before, tree=tree) + 1e-6
+        assert_as_good(skel, st, plain, fixed, flips.CHOICE_SHARE)
+        for f in np.flatnonzero(report.changed):
+            alone = solve(skel, flips.take_frames(goals, np.array([f])), st, report.start[int(f)])
+            assert np.allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
+            assert np.allclose(alone.position_error[0], fixed.position_error[f], atol=1e-9)
+    assert sum(w > 0 for w in waves) >= 9, waves
+    assert sum(bridged) <= 0.7 * sum(waves), (bridged, waves)
 
 
 def replace_weights(goals: Goals, weight: np.ndarray) -> Goals:
