@@ -484,9 +484,14 @@ def _held(
     return base
 
 
+_Unit = tuple[Skeleton, NDArray[np.intp], Goals, PreparedGoals | None, list[int]]
+"""A repair unit's own problem: its skeleton (``Skeleton.subtree``), the bones of it kept, its
+goals, those prepared once where it is one tree (else None), and the order of its trees."""
+
+
 def _rounds(
     state: list[_Tree],
-    own: list[tuple[Skeleton, NDArray[np.intp], Goals, PreparedGoals | None, list[int]]],
+    own: list[_Unit],
     base: Pose,
     frames: int,
     angle: float,
@@ -494,8 +499,8 @@ def _rounds(
     met_tol: tuple[NDArray[np.bool_], NDArray[np.bool_]],
     report: FlipRepair,
 ) -> None:
-    """The re-solves of the units ``state`` (steps 2-6 of the module docstring); the bones of
-    no unit hold their pose in ``base``."""
+    """The re-solves of the units ``state`` (steps 2-6 and 8 of the module docstring); the bones
+    of no unit hold their pose in ``base``."""
     fresh: list[NDArray[np.intp]] = [np.zeros(0, dtype=np.intp) for _ in state]
     passes = rounds = 0
     while True:
@@ -529,7 +534,7 @@ def _rounds(
 
 def _solve_asks(
     s: _Tree,
-    own: tuple[Skeleton, NDArray[np.intp], Goals, PreparedGoals | None, list[int]],
+    own: _Unit,
     base: Pose,
     ask: NDArray[np.intp],
     begin: tuple[Array, Array, Array],
@@ -568,7 +573,7 @@ class _Bridge:
 
 def _bridges(
     state: list[_Tree],
-    own: list[tuple[Skeleton, NDArray[np.intp], Goals, PreparedGoals | None, list[int]]],
+    own: list[_Unit],
     base: Pose,
     frames: int,
     angle: float,
