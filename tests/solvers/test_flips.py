@@ -114,6 +114,18 @@ def assert_as_good(
         assert np.all(rss <= own + slack + 1e-12), np.max(rss - own - slack)
 
 
+def assert_each_frame_is_its_solve_alone(
+    skel: Skeleton, goals: Goals, st: Settings, fixed: SolveResult, report: flips.FlipRepair
+) -> None:
+    """Each frame the repair changed, solved alone from the start it records, gives the repaired
+    frame: pose and errors to 1e-9, the same reason."""
+    for f in np.flatnonzero(report.changed):
+        alone = solve(skel, flips.take_frames(goals, np.array([f])), st, report.start[int(f)])
+        assert np.allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
+        assert np.allclose(alone.position_error[0], fixed.position_error[f], atol=1e-9)
+        assert alone.reason[0] == fixed.reason[f]
+
+
 SEEDS = range(4)
 
 
@@ -292,13 +304,8 @@ def test_each_frame_equals_its_solve_alone_from_its_start(solved: dict, seed: in
     """A range still equals its frames solved one by one: each frame, solved alone from the
     start the repair records (its own, or a solved neighbour's), gives the repaired frame."""
     skel, goals, st, _, (fixed, report) = solved[seed]
-    frames = np.flatnonzero(report.changed)
-    assert frames.size or seed != 0
-    for f in frames:
-        alone = solve(skel, flips.take_frames(goals, np.array([f])), st, report.start[int(f)])
-        assert np.allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
-        assert np.allclose(alone.position_error[0], fixed.position_error[f], atol=1e-9)
-        assert alone.reason[0] == fixed.reason[f]
+    assert np.flatnonzero(report.changed).size or seed != 0
+    assert_each_frame_is_its_solve_alone(skel, goals, st, fixed, report)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -318,13 +325,8 @@ def test_a_carrier_is_repaired_with_the_trees_it_carries(seed: int) -> None:
     assert unit[0] <= unit[1], unit
     # the carried trees' second pass holds to what the first pass left: the share twice over
     assert_as_good(skel, st, plain, fixed, (1 + flips.CHOICE_SHARE) ** 2 - 1)
-    frames = np.flatnonzero(report.changed)
-    assert frames.size
-    for f in frames:
-        alone = solve(skel, flips.take_frames(goals, np.array([f])), st, report.start[int(f)])
-        assert np.allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
-        assert np.allclose(alone.position_error[0], fixed.position_error[f], atol=1e-9)
-        assert alone.reason[0] == fixed.reason[f]
+    assert np.flatnonzero(report.changed).size
+    assert_each_frame_is_its_solve_alone(skel, goals, st, fixed, report)
     again_too = flips.repair(skel, goals, st, start, plain)[0]
     assert again_too.pose.rotations.tobytes() == fixed.pose.rotations.tobytes()
 
@@ -449,10 +451,7 @@ def test_the_jumps_left_are_bridged_over_frames(monkeypatch: pytest.MonkeyPatch)
         tree = np.array([0])
         assert path_cost(fixed, tree=tree) <= path_cost(before, tree=tree) + 1e-6
         assert_as_good(skel, st, plain, fixed, flips.CHOICE_SHARE)
-        for f in np.flatnonzero(report.changed):
-            alone = solve(skel, flips.take_frames(goals, np.array([f])), st, report.start[int(f)])
-            assert np.allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
-            assert np.allclose(alone.position_error[0], fixed.position_error[f], atol=1e-9)
+        assert_each_frame_is_its_solve_alone(skel, goals, st, fixed, report)
     assert sum(w > 0 for w in waves) >= 9, waves
     assert sum(bridged) <= 0.7 * sum(waves), (bridged, waves)
 

@@ -21,6 +21,7 @@ from jacobian_ik.solvers import (
 from jacobian_ik.solvers.goals import prepare_goals
 from tests.rigs.skeletons import chain, translation
 from tests.solvers.test_curvature import _curled_tentacle
+from tests.solvers.test_flips import assert_each_frame_is_its_solve_alone
 
 
 def mixed(rng: np.random.Generator, frames: int) -> np.ndarray:
@@ -152,11 +153,7 @@ def test_one_frame_at_a_time_and_the_repair_start_alike(
     )
     start = Pose.rest(skel.n_bones, len(pos))
     fixed, report = flips.repair(skel, Goals(pos[:, None]), st, start, want)
-    for f in np.flatnonzero(report.changed):
-        alone = solve(
-            skel, flips.take_frames(Goals(pos[:, None]), np.array([f])), st, report.start[int(f)]
-        )
-        np.testing.assert_allclose(alone.pose.rotations[0], fixed.pose.rotations[f], atol=1e-9)
+    assert_each_frame_is_its_solve_alone(skel, Goals(pos[:, None]), st, fixed, report)
 
 
 @pytest.mark.parametrize("path", ["solve", "Solver"])
