@@ -2,8 +2,8 @@
 smoothed in the null space of the goals, then along the valley of goals in conflict
 (``settle``). The jitter falls, no goal ends farther off than the solve put it (a met goal
 stays met; where ``settle`` re-solved a tree, its unmet goals are judged together), no bone
-jumps where it did not, frames whose goals are all met keep the solve's pose, and the result is
-bit-identical run to run.
+jumps where it did not, a tree of one goal keeps the solve's pose where it is met (a tree of
+several goals is smoothed at every frame), and the result is bit-identical run to run.
 
 Rigs: the flip repair's humanoids (hands through the spine: one tree of two conflicting goals,
 targets in and out of reach; tests/solvers/test_flips.py) and a double-Y tree of four goals
@@ -179,17 +179,51 @@ def test_goals_stay_where_the_solve_put_them(solved: dict, case: tuple[str, int]
     kin = skel.forward_kinematics(smoothed.pose)
     err = np.linalg.norm(np.asarray(goals.position) - kin.points, axis=-1)
     np.testing.assert_allclose(smoothed.position_error, err, atol=1e-12)
-    # where an IK tree's goals were all met, its bones keep the solve's pose (a tree with the
-    # trees it carries counting as one); so do the trees of one goal unless SINGLE
+    # where the goal of a tree of one goal was met, its bones keep the solve's pose (a tree
+    # with the trees it carries counting as one); every frame of it unless SINGLE
     assert report.changed.any()
     groups = carry_groups(skel, repaired.trees)
     assert len(groups) == len(repaired.trees) - 2 * (case[0] == "carried")
-    for tree in groups:
+    singles = [tree for tree in groups if len(tree) == 1]
+    assert singles or case[0] != "humanoid"
+    for tree in singles:
         bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
-        kept = np.all(met[:, tree], axis=1) | (len(tree) == 1 and not SINGLE)
-        assert kept.any() or case[0] not in ("humanoid", "carried")
+        kept = met[:, tree[0]] | (not SINGLE)
+        assert kept.any()
         same = smoothed.pose.rotations[kept][:, bones] == repaired.pose.rotations[kept][:, bones]
         assert np.all(same)
+
+
+def test_trees_of_several_goals_are_smoothed_where_every_goal_is_met(solved: dict) -> None:
+    """A tree of several goals has a large null space (a trunk under four fingers, a spine
+    under two hands): where every goal is met the trunk still stops wherever the frame's start
+    led it, so those frames are smoothed too (solvers/smooth.py MET_FRAMES): their goals stay
+    met, and their samples off the cubic through their neighbours fall, summed over the rigs
+    (measured: 563 -> 404 samples more than 0.1 degree off; 563 -> 567 without MET_FRAMES)."""
+    before = after = 0.0
+    for skel, _, st, repaired, (smoothed, _) in solved.values():
+        met = repaired.position_error <= st.tolerance
+        for tree in carry_groups(skel, repaired.trees):
+            if len(tree) < 2:
+                continue
+            bones = np.unique(skel.dof_bone[skel.dof_moves[tree].any(axis=0)])
+            every = np.all(met[:, tree], axis=1)
+            assert np.all(smoothed.position_error[every][:, tree] <= st.tolerance)
+            at = np.flatnonzero(every[2:-2])  # the stencil's rows: frames 2 .. F - 3
+            before += np.sum(off_cubic(repaired.pose.rotations[:, bones])[at] > 0.1)
+            after += np.sum(off_cubic(smoothed.pose.rotations[:, bones])[at] > 0.1)
+    assert before > 0
+    assert after < 0.9 * before, (before, after)
+
+
+def off_cubic(rotations: np.ndarray) -> np.ndarray:
+    """(F - 4, B) degrees each sample of frames 2 .. F - 3 lies off the cubic through its two
+    neighbours on either side (benchmarks/common.py ``rough``, sample by sample)."""
+    q = common._hemisphere(quaternion_from_matrix(rotations))
+    mid = (-q[:-4] + 4 * q[1:-3] + 4 * q[3:-1] - q[4:]) / 6.0
+    mid /= np.linalg.norm(mid, axis=2, keepdims=True)
+    d = np.linalg.norm(mid - q[2:-2], axis=2)
+    return np.degrees(4 * np.arcsin(np.minimum(d / 2, 1.0)))
 
 
 def solve_status(skel: Skeleton, goals: Goals, st: Settings, result: object) -> np.ndarray:
