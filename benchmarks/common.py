@@ -62,11 +62,17 @@ def rough(quats: np.ndarray, tolerance_deg: float = 0.1) -> float:
     """Share of (frame, bone) samples of a full bake's rotations (F, B, 4) that turn more than
     ``tolerance_deg`` away from the cubic through the bone's two frames on either side: jitter
     that no smooth curve follows, so a lean bake keys it where a full bake does."""
+    return float(np.mean(off_cubic(quats) > tolerance_deg))
+
+
+def off_cubic(quats: np.ndarray) -> np.ndarray:
+    """(F - 4, B) degrees each sample of frames 2 .. F - 3 of rotations (F, B, 4) turns away
+    from the cubic through the bone's two frames on either side (``rough``'s samples)."""
     q = _hemisphere(quats)
     mid = (-q[:-4] + 4 * q[1:-3] + 4 * q[3:-1] - q[4:]) / 6.0
     mid /= np.linalg.norm(mid, axis=2, keepdims=True)
     d = np.linalg.norm(mid - q[2:-2], axis=2)
-    return float(np.mean(np.degrees(4 * np.arcsin(np.minimum(d / 2, 1.0))) > tolerance_deg))
+    return np.asarray(np.degrees(4 * np.arcsin(np.minimum(d / 2, 1.0))))
 
 
 def _hemisphere(quats: np.ndarray) -> np.ndarray:

@@ -125,20 +125,20 @@ of seed 606 go from 6.6, 4.7, 10.5, 2.1 and 5.1 % to 4.9, 2.2, 5.5, 1.6 and 4.6 
 4.5, 1.9, 4.7, 1.9, 5.7 %) for 0.02-0.05 s of a 0.1-0.3 s bake with the compiled passes; in
 numpy it took 0.15-0.46 s, and they were left out."""
 MET_FRAMES = True
-"""Trees of two goals or more are smoothed at every frame, their goals met or not. Their null
-space is large (a trunk under four fingers, a spine under two hands): where every goal is met,
-the trunk still stops wherever each frame's start led it (the flip repair starts frames from a
+"""Trees of two goals or more are smoothed at every frame, their goals met or not. Their null space
+is large (a trunk under four fingers, a spine under two hands): where every goal is met, the
+trunk still stops wherever each frame's start led it (the flip repair starts frames from a
 neighbour's pose, a bridge from a turned one), so those frames landed as far apart as the unmet
-ones: on zoo seed 7272's tree 14, 43 % of the samples of frames with every goal met lay more than
-0.1 degree off their cubic, 24 % of the others. On 21 captured zoo bakes (seeds 5757, 5858,
-5959: humanoids and trees; 7272: both and limbs) the samples off their cubic fell on every tree
-and on the humanoids whose hands share the spine (7272's trees 13.6 -> 11.0, 18.7 -> 16.1 and
-31.5 -> 27.4 %, 5757's 18.1 -> 14.3 and 27.1 -> 22.5 %, 7272's humanoids 19.0 -> 16.7 and
-19.3 -> 16.4 %), the share of samples within 1e-3 and the rms error the same to 5 digits, the
-joint jumps 696 -> 690 in all, the smoothing 0.94 -> 1.02 s in all. Trees of one goal keep
-the solve's pose where it is met: every frame of those too took the limbs' smoothing 2-3 times
-as long (a spider's 15 -> 43 ms) for 0.2-0.8 points less off their cubic (6.1 -> 5.3 %,
-4.6 -> 4.4 %)."""
+ones: on zoo seed 7272's tree 14, 43 % of the samples of frames with every goal met lay more
+than 0.1 degree off their cubic, 24 % of the others. On 21 captured zoo bakes (seeds 5757, 5858,
+5959: humanoids and trees; 7272: both and limbs; with ``WINDOW`` at 5 degrees then) the samples
+off their cubic fell on every tree and on the humanoids whose hands share the spine (7272's
+trees 13.6 -> 11.0, 18.7 -> 16.1 and 31.5 -> 27.4 %, 5757's 18.1 -> 14.3 and 27.1 -> 22.5 %,
+7272's humanoids 19.0 -> 16.7 and 19.3 -> 16.4 %), the share of samples within 1e-3 and the rms
+error the same to 5 digits, the joint jumps 696 -> 690 in all, the smoothing 0.94 -> 1.02 s in
+all. Trees of one goal keep the solve's pose where it is met: every frame of those too took the
+limbs' smoothing 2-3 times as long (a spider's 15 -> 43 ms) for 0.2-0.8 points less off their
+cubic (6.1 -> 5.3 %, 4.6 -> 4.4 %)."""
 DAMPING = 1e-9
 """Regularisation of J J^T in the projection and the correction (m x m systems, m <= 6 E)."""
 SETTLE_PASSES = 5
