@@ -440,7 +440,7 @@ def repair(
     # carried trees again on their own, from their carriers' repaired poses
     carried = [i for i, below in enumerate(tree_carriers(skeleton, trees)) if below]
     every = np.arange(frames)
-    steps = _jumps(result.pose, trees, moved, angle)
+    steps = _jumps(result.pose, moved, angle)
     for level in (list(range(len(trees))), carried):
         if not level:
             continue
@@ -459,14 +459,14 @@ def repair(
         base = start if level is not carried else _held(start, result.pose, trees, moved, carried)
         _rounds(state, own, base, frames, angle, settings, met_tol, report)
         result = _apply(skeleton, g, settings, result, state, report)
-    report.before, report.after = steps, _jumps(result.pose, trees, moved, angle)
+    report.before, report.after = steps, _jumps(result.pose, moved, angle)
     return result, report
 
 
-def _jumps(pose: Pose, trees: list[NDArray[np.intp]], moved: list[Array], angle: float) -> int:
+def _jumps(pose: Pose, moved: list[Array], angle: float) -> int:
     """Bone steps over ``angle`` between consecutive frames, over the bones the trees move."""
     bones = np.concatenate(moved)
-    return int(np.sum(joint_steps(pose.rotations[:, bones]) > angle))
+    return count_jumps(pose.rotations[:, bones], angle)
 
 
 def _held(
