@@ -134,11 +134,11 @@ WAVE = 16
 several goals, the frames far from their source seldom win: on three captured zoo bakes (7676's
 creature 06, 7272's humanoid 10 and tree 14) the re-solves 9-16 frames from their source took
 about half of the shared tree's iterations and 1-3 % of them were chosen (a goal alone: 17-26 %
-at every distance). On 65 captured bakes (seeds 5656-7777, every kind) waves of 8 and 4 frames
+at every distance). On 64 captured bakes (seeds 5656-7777, every kind) waves of 8 and 4 frames
 took the repair from 30.0 s to 23.4 and 19.0 s in all, but left 1,980 and 2,026 jumps against
 1,959 (5757's humanoid 10: 93 -> 113), and made the limbs slower (more rounds, each a solve
 call per tree: six spiders 493 -> 756 ms at 4); 4 frames only in trees of several goals: 18.8
-s, 2,025 jumps. Re-solves capped at 100 iterations (61 of them): 27.7 -> 21.3 s, jumps 1,831
+s, 2,025 jumps. Re-solves capped at 100 iterations (60 of them): 27.7 -> 21.3 s, jumps 1,831
 -> 1,925."""
 FLIP_ANGLE = math.radians(90.0)
 """A wave also carries on from a candidate as good for the tree as the own solve (``as_good``
