@@ -138,8 +138,9 @@ trees 13.6 -> 11.0, 18.7 -> 16.1 and 31.5 -> 27.4 %, 5757's 18.1 -> 14.3 and 27.
 error the same to 5 digits, the joint jumps 696 -> 690 in all, the smoothing 0.94 -> 1.02 s in
 all. Trees of one goal keep the solve's pose where it is met: every frame of those too took the
 limbs' smoothing 2-3 times as long (a spider's 15 -> 43 ms) for 0.2-0.8 points less off their
-cubic (6.1 -> 5.3 %, 4.6 -> 4.4 %). Measured again on 18 captured limbs (seeds 5757-7777,
-with today's ``WINDOW``): off their cubic 0.896 -> 0.811 summed, jumps 264 -> 252, the
+cubic (6.1 -> 5.3 %, 4.6 -> 4.4 %). Measured again on 18 captured zoo bakes whose trees have
+one goal each (humanoids of four goals, quadrupeds, spiders, two tentacles; seeds 5757-7777,
+``WINDOW`` at 15 degrees): off their cubic 0.896 -> 0.811 summed, jumps 264 -> 252, the
 smoothing 0.24 -> 0.71 s in all (seed 7777's spider 07: 27 -> 101 ms of a 0.18 s bake); two of
 seed 7777's six limbs would then jitter less than Blender's bake (00, 15), four still more."""
 DAMPING = 1e-9
