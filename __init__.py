@@ -76,6 +76,7 @@ def unregister() -> None:
     import bpy
 
     from . import draw, live, operators, panels, properties
+    from .solvers import kernel
 
     while _on_load_post in bpy.app.handlers.load_post:
         bpy.app.handlers.load_post.remove(_on_load_post)
@@ -83,6 +84,7 @@ def unregister() -> None:
         bpy.app.timers.unregister(_preload_timer)
     draw.unregister()
     live.unregister()
+    kernel.stop_threads()
     panels.unregister()
     operators.unregister()
     properties.unregister()

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, flips, solve
+from ..solvers import Goals, IKError, Pose, Settings, Solver, SolveResult, flips, kernel, solve
 from ..solvers.smooth import smooth as smooth_jitter
 from . import actions, full_body, limits, poles, reduce, rig, starts, write
 from .errors import Cancelled, RigError
@@ -297,6 +297,8 @@ def run_steps(
     except IKError as exc:
         raise RigError(f"settings: {exc}") from exc
 
+    # the compiled loop's threads: Blender's own count (the Performance panel, ``blender -t``)
+    kernel.set_threads(scene.render.threads)
     original_frame = scene.frame_current
     try:
         solved = yield from _solve_chunks(

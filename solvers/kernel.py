@@ -211,9 +211,122 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
         np.array(start.stretch, dtype=np.float64, order="C"),
     )
     rules = _rules(problem, goals, p.lam_a, p.lam_b)
-    _call(p.rig, _frames(problem, goals, start), rules, out)
+    # the problem's last seconds a frame (one thread's) tell whether a batch is worth splitting
+    rate = problem.__dict__.get("_kernel_rate")
+    threads = min(THREADS, frames // CHUNK)
+    if threads > 1 and (frames * rate < SPLIT_SECONDS if rate is not None else frames < SPLIT):
+        threads = 1
+    t0 = time.perf_counter()
+    used = _call_frames(p.rig, _frames(problem, goals, start), rules, out, threads)
+    if frames:
+        problem.__dict__["_kernel_rate"] = (time.perf_counter() - t0) * used / frames
     out.reason[_outside(problem, out.rotations, start, out.stretch)] = FALLBACK  # numpy: limits
     return out
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+MAX_THREADS = 8
+
+
+def set_threads(count: int) -> None:
+    """The threads the compiled loop may use from now on (1 to ``MAX_THREADS``)."""
+    global THREADS
+    THREADS = max(1, min(int(count), MAX_THREADS))
+
+
+THREADS = 1
+"""Threads the compiled loop runs a batch's frames on (``_call_frames``): the CPUs this
+process may use (``JACOBIAN_IK_THREADS`` where set), at most ``MAX_THREADS``; a bake in Blender
+sets it to the scene's render threads (``bridge.run``: Blender's Performance setting, which
+follows ``blender -t N``). Frames are independent (each starts from its own pose and writes
+what it reads of the working arrays), so every count gives the same numbers bit for bit."""
+set_threads(int(os.environ.get("JACOBIAN_IK_THREADS", "0")) or usable_cpus())
+CHUNK = 4
+"""Frames a thread takes at a time, at least."""
+SPLIT = 256
+"""A batch of a problem not timed yet is split from this many frames on."""
+SPLIT_SECONDS = 3e-3
+"""A batch is split when the problem's last batch (``iterate``) says it takes this long on one
+thread. Splitting the limbs' batches (about 1-2 ms each) from 1 ms on made their bakes' solves
+and repairs about 10 % slower on two cores (15 captured zoo bakes of seed 7777: limbs and
+tentacles, median of 7), from 3 ms on as fast as one thread."""
+SHARES = 4
+"""Chunks a thread, about: frames out of reach take a hundred times the iterations of the
+others and come in runs, so equal shares of a batch are not equal work."""
+_POOL: list[Any] = []  # (threads, executor) once made
+
+
+def stop_threads() -> None:
+    """Let the threads of the pool go (the add-on's unregister); a later split makes a new one."""
+    with _LOCK:
+        if _POOL:
+            _POOL.pop()[1].shutdown(wait=False)
+
+
+def _executor(threads: int) -> Any:
+    """A pool of ``threads`` workers, made once per count."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _LOCK:
+        if not _POOL or _POOL[0][0] != threads:
+            if _POOL:
+                _POOL.pop()[1].shutdown(wait=False)
+            _POOL.append((threads, ThreadPoolExecutor(threads, "jacobian_ik_kernel")))
+        return _POOL[0][1]
+
+
+def _call_frames(rig: Rig, frames: Frames, rules: Rules, out: Out, threads: int) -> int:
+    """``_call`` of the main loop on every frame, the frames in chunks across ``threads``
+    threads (numba's ``nogil``: the loop runs without Python's lock): about ``SHARES`` chunks a
+    thread, so a thread that drew frames of many iterations (out of reach) does not hold up
+    the others, each chunk's arrays contiguous views of the batch's (its own residual history,
+    copied back). One thread, or the loop not loaded yet (the first call compiles or loads it,
+    on the calling thread): ``_call``. Returns the threads used."""
+    count = len(out.iterations)
+    compiled = _COMPILED.get(0)
+    if threads < 2 or compiled is None or BROKEN:
+        _call(rig, frames, rules, out)
+        return 1
+    size = max(CHUNK, -(-count // (SHARES * threads)))
+    spans = [(a, min(a + size, count)) for a in range(0, count, size)]
+    rows = out.history.shape[0]
+    parts = []
+    for a, b in spans:
+        part = Out(
+            out.rotations[a:b],
+            out.pos[a:b],
+            out.rot[a:b],
+            out.iterations[a:b],
+            out.reason[a:b],
+            np.empty((rows, b - a)),
+            out.last[a:b],
+            out.stretch[a:b],
+        )
+        parts.append((a, b, Frames(*(x[a:b] for x in frames)), part))
+    # the chunks run the loop the calling thread loaded for these argument types: never a
+    # compile on a worker thread (one beside Blender's own work crashed a process once)
+    first = (rig, parts[0][2], rules, parts[0][3])
+    if tuple(compiled.typeof_pyval(a) for a in first) not in compiled.overloads:
+        _call(rig, frames, rules, out)
+        return 1
+    pool = _executor(THREADS)
+    jobs = [pool.submit(compiled, rig, fr, rules, part) for _, _, fr, part in parts]
+    try:
+        for job in jobs:
+            job.result()
+    except Exception as exc:  # (the same types as the call that loaded it: not expected)
+        raise KernelUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    for a, b, _, part in parts:
+        used = int(part.last.max()) + 1
+        out.history[:used, a:b] = part.history[:used]
+    return threads
 
 
 def _outside(

@@ -229,3 +229,30 @@ def test_a_bake_over_nla_tracks_plays_back_its_keys(rig: tuple[Any, Any]) -> Non
     for frame in (1, 10, 20):
         bpy.context.scene.frame_set(frame)
         assert (tip(ob, "b3") - target.matrix_world.translation).length < 1e-4, frame
+
+
+def test_a_bake_runs_on_the_scenes_threads_and_keys_the_same_on_any_count(
+    rig: tuple[Any, Any], monkeypatch: Any
+) -> None:
+    """The compiled loop takes Blender's thread count (the Performance panel, ``blender -t``)
+    and splits long batches across it; the keys are the same bit for bit on one thread."""
+    from jacobian_ik.solvers import kernel
+
+    ob, _ = rig
+    monkeypatch.setattr(kernel, "THREADS", kernel.THREADS)  # (put back after the test)
+    monkeypatch.setattr(kernel, "SPLIT", 0)  # every batch split, however short
+    monkeypatch.setattr(kernel, "SPLIT_SECONDS", 0.0)
+    render = bpy.context.scene.render
+    render.threads_mode = "FIXED"
+    keys = []
+    for count in (1, 3):
+        render.threads = count
+        assert bake(ob, frame_start=1, frame_end=20) == {"FINISHED"}
+        assert kernel.THREADS == count
+        values = []
+        for fc in fcurves(ob.animation_data.action, ob):
+            co = np.zeros(2 * len(fc.keyframe_points))
+            fc.keyframe_points.foreach_get("co", co)
+            values.append(co)
+        keys.append(np.concatenate(values))
+    np.testing.assert_array_equal(keys[0], keys[1])
