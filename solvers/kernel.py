@@ -217,7 +217,9 @@ def iterate(problem: Any, p: Plan, goals: Any, start: Pose) -> Out:
     if threads > 1 and (frames * rate < SPLIT_SECONDS if rate is not None else frames < SPLIT):
         threads = 1
     t0 = time.perf_counter()
-    used = _call_frames(p.rig, _frames(problem, goals, start), rules, out, threads)
+    used = _call_frames(
+        p.rig, _frames(problem, goals, start), rules, out, threads, problem.__dict__
+    )
     if frames:
         problem.__dict__["_kernel_rate"] = (time.perf_counter() - t0) * used / frames
     out.reason[_outside(problem, out.rotations, start, out.stretch)] = FALLBACK  # numpy: limits
@@ -254,9 +256,9 @@ SPLIT = 256
 """A batch of a problem not timed yet is split from this many frames on."""
 SPLIT_SECONDS = 3e-3
 """A batch is split when the problem's last batch (``iterate``) says it takes this long on one
-thread. Splitting the limbs' batches (about 1-2 ms each) from 1 ms on made their bakes' solves
-and repairs about 10 % slower on two cores (15 captured zoo bakes of seed 7777: limbs and
-tentacles, median of 7), from 3 ms on as fast as one thread."""
+thread: a chunk costs about 15 us to hand over (numba's dispatch), and the limbs' batches
+(about 1-2 ms each) gained nothing from splitting on two cores (15 captured zoo bakes of seed
+7777, limbs and tentacles: within the runs' 10 % noise)."""
 SHARES = 4
 """Chunks a thread, about: frames out of reach take a hundred times the iterations of the
 others and come in runs, so equal shares of a batch are not equal work."""
@@ -282,13 +284,17 @@ def _executor(threads: int) -> Any:
         return _POOL[0][1]
 
 
-def _call_frames(rig: Rig, frames: Frames, rules: Rules, out: Out, threads: int) -> int:
+def _call_frames(
+    rig: Rig, frames: Frames, rules: Rules, out: Out, threads: int, memo: dict[str, Any]
+) -> int:
     """``_call`` of the main loop on every frame, the frames in chunks across ``threads``
     threads (numba's ``nogil``: the loop runs without Python's lock): about ``SHARES`` chunks a
     thread, so a thread that drew frames of many iterations (out of reach) does not hold up
     the others, each chunk's arrays contiguous views of the batch's (its own residual history,
     copied back). One thread, or the loop not loaded yet (the first call compiles or loads it,
-    on the calling thread): ``_call``. Returns the threads used."""
+    on the calling thread): ``_call``. ``memo``: the problem's, where the check that the chunks'
+    argument types were compiled is kept (numba's ``typeof`` of the arguments costs about
+    0.3 ms). Returns the threads used."""
     count = len(out.iterations)
     compiled = _COMPILED.get(0)
     if threads < 2 or compiled is None or BROKEN:
@@ -312,8 +318,10 @@ def _call_frames(rig: Rig, frames: Frames, rules: Rules, out: Out, threads: int)
         parts.append((a, b, Frames(*(x[a:b] for x in frames)), part))
     # the chunks run the loop the calling thread loaded for these argument types: never a
     # compile on a worker thread (one beside Blender's own work crashed a process once)
-    first = (rig, parts[0][2], rules, parts[0][3])
-    if tuple(compiled.typeof_pyval(a) for a in first) not in compiled.overloads:
+    if "_kernel_split" not in memo:  # (a problem's arrays keep their dtypes and layouts)
+        first = (rig, parts[0][2], rules, parts[0][3])
+        memo["_kernel_split"] = tuple(compiled.typeof_pyval(a) for a in first)
+    if memo["_kernel_split"] not in compiled.overloads:
         _call(rig, frames, rules, out)
         return 1
     pool = _executor(THREADS)
