@@ -324,12 +324,13 @@ def _call_frames(
     if memo["_kernel_split"] not in compiled.overloads:
         _call(rig, frames, rules, out)
         return 1
-    pool = _executor(THREADS)
-    jobs = [pool.submit(compiled, rig, fr, rules, part) for _, _, fr, part in parts]
-    try:
+    try:  # (a failure is not expected: the types of the call that loaded the loop; a pool
+        # let go by the add-on's unregister on another thread refuses new work)
+        pool = _executor(THREADS)
+        jobs = [pool.submit(compiled, rig, fr, rules, part) for _, _, fr, part in parts]
         for job in jobs:
             job.result()
-    except Exception as exc:  # (the same types as the call that loaded it: not expected)
+    except Exception as exc:  # the caller solves the batch with numpy from its start poses
         raise KernelUnavailable(f"{type(exc).__name__}: {exc}") from exc
     for a, b, _, part in parts:
         used = int(part.last.max()) + 1
