@@ -520,3 +520,26 @@ def test_a_batch_split_across_threads_gives_the_same_numbers_bit_for_bit(monkeyp
     np.testing.assert_array_equal(one.iterations, many.iterations)
     np.testing.assert_array_equal(one.reason, many.reason)
     np.testing.assert_array_equal(one.history, many.history)
+
+
+def test_a_pool_that_refuses_the_chunks_sends_the_batch_to_numpy(monkeypatch):
+    """The add-on's unregister lets the pool go, maybe while another thread bakes: a batch whose
+    chunks the pool refuses is solved by the numpy loop from its start poses, not lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(43)
+    skel = random_humanoid(rng)
+    goals = Goals(position=targets(skel, rng, frames=40, far=1))
+    settings = Settings(max_iterations=60)
+    solve(skel, goals, settings)  # (the loop loaded on this thread)
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()
+    monkeypatch.setattr(kernel, "_executor", lambda threads: closed)
+    monkeypatch.setattr(kernel, "THREADS", 2)
+    monkeypatch.setattr(kernel, "SPLIT", 0)
+    monkeypatch.setattr(kernel, "SPLIT_SECONDS", 0.0)
+    refused = solve(skel, goals, settings)
+    _numpy(monkeypatch)
+    plain = solve(skel, goals, settings)
+    np.testing.assert_array_equal(refused.pose.rotations, plain.pose.rotations)
+    np.testing.assert_array_equal(refused.iterations, plain.iterations)
