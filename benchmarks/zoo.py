@@ -58,7 +58,11 @@ def attach(ob: Any) -> None:
             fc.update()  # the handles follow (Bake Action's keys are auto-clamped)
 
 
-def measure(rig: ZooRig, frames: int, repeats: int, margin: float) -> dict[str, Any]:
+def measure(
+    rig: ZooRig, frames: int, repeats: int, margin: float, threads: int = 0
+) -> dict[str, Any]:
+    """One rig baked both ways (``threads``: our bake's compiled loop held at that many
+    threads through the scene's render threads, as a user sets them; 0: Blender's count)."""
     spec, geo = spec_of(rig, frames)
     path = spec.targets(frames)
     d = np.linalg.norm(path - geo.base[None], axis=2)
@@ -73,7 +77,11 @@ def measure(rig: ZooRig, frames: int, repeats: int, margin: float) -> dict[str, 
                 remove_ik(ob)
             else:
                 props = ob.jacobian_ik
+                render = blender.bpy.context.scene.render
+                if threads:
+                    render.threads_mode, render.threads = "FIXED", threads
                 bake = blender.bake_ours(ob, frames, props.method, props.mode)
+                render.threads_mode = "AUTO"
                 assert not any(c.type == "IK" for pb in ob.pose.bones for c in pb.constraints)
             bakes[label].append(bake)
             if r == 0:
@@ -179,6 +187,7 @@ def run(
     kinds: tuple[str, ...] = KINDS,
     log: Any = print,
     only: tuple[int, ...] = (),
+    threads: int = 0,
 ) -> dict[str, Any]:
     blender.load_addon()
     blender.warm_kernel()
@@ -190,6 +199,7 @@ def run(
         "margin": margin,
         "kinds": list(kinds),
         "only": list(only),  # the rigs measured (their indices in the seed's zoo); [] = all
+        "threads": threads,  # our compiled loop's threads (0: Blender's count)
         "blender": blender.bpy.app.version_string,
         "checkout": blender.git_state(),
         "load_average_start": os.getloadavg()[0],
@@ -199,7 +209,7 @@ def run(
         if only and index not in only:
             continue
         log(f"{rig.name}: {rig.description}")
-        out["rigs"][rig.name] = res = measure(rig, frames, repeats, margin)
+        out["rigs"][rig.name] = res = measure(rig, frames, repeats, margin, threads)
         o, b = res["methods"][OURS], res["methods"][BLENDER]
         log(
             f"  under 1e-3 {_pct(o['reachable_under_1e-3'])} / {_pct(b['reachable_under_1e-3'])}, "
@@ -261,7 +271,9 @@ def markdown(out: dict[str, Any], command: str) -> str:
         f"Blender {out['blender']}, checkout {out['checkout']}; bake times: median of "
         f"{out['repeats']} run(s), Blender and ours interleaved; 1-min load average "
         f"{out['load_average_start']:.1f} at the start, {out['load_average_end']:.1f} at the end "
-        f"({os.cpu_count()} cores, shared); the compiled loops loaded before the first rig. "
+        f"({os.cpu_count()} cores, shared); the compiled loops loaded before the first rig"
+        + (f", ours held at {out['threads']} thread(s)" if out.get("threads") else "")
+        + ". "
         "Playback with the IK constraints removed. Each cell: "
         "ours / Blender's (Standard IK + Bake Action).",
         "",
@@ -374,6 +386,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", default="", help="comma-separated indices: measure only these rigs of the zoo"
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="our bake's compiled loop on this many threads (the scene's render threads); "
+        "default: Blender's count",
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON, not the table")
     parser.add_argument("--out", type=Path, default=blender.RESULTS)
     parser.add_argument("--name", default=None, help="file name (default zoo_seed<S>_n<N>)")
@@ -401,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             kinds,
             log=lambda s: print(s, file=sys.stderr, flush=True),
             only=only,
+            threads=args.threads,
         )
     finally:
         sys.stdout.flush()

@@ -111,6 +111,9 @@ SMOKE: dict[str, Smoke] = {
     f"{PY} -m benchmarks.zoo --seed 101 --count 20": Smoke(
         f"{PY} -m benchmarks.zoo --seed 101 --count 1 --frames 4 --out out"
     ),
+    f"{PY} -m benchmarks.zoo --seed 8080 --count 20 --threads 1": Smoke(
+        f"{PY} -m benchmarks.zoo --seed 8080 --count 1 --frames 4 --threads 1 --out out"
+    ),
     f"{PY} -m benchmarks.zoo --seed 1919 --count 3 --kinds long_tentacle --frames 100": Smoke(
         f"{PY} -m benchmarks.zoo --seed 1919 --count 1 --kinds long_tentacle --frames 4 --out out"
     ),
