@@ -268,8 +268,13 @@ _POOL: list[Any] = []  # (threads, executor) once made
 def stop_threads() -> None:
     """Let the threads of the pool go (the add-on's unregister); a later split makes a new one."""
     with _LOCK:
-        if _POOL:
-            _POOL.pop()[1].shutdown(wait=False)
+        _drop_pool()
+
+
+def _drop_pool() -> None:
+    """Shut the pool down, if there is one, without waiting for its work (``_LOCK`` held)."""
+    if _POOL:
+        _POOL.pop()[1].shutdown(wait=False)
 
 
 def _executor(threads: int) -> Any:
@@ -278,8 +283,7 @@ def _executor(threads: int) -> Any:
 
     with _LOCK:
         if not _POOL or _POOL[0][0] != threads:
-            if _POOL:
-                _POOL.pop()[1].shutdown(wait=False)
+            _drop_pool()
             _POOL.append((threads, ThreadPoolExecutor(threads, "jacobian_ik_kernel")))
         return _POOL[0][1]
 
