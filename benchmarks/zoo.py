@@ -77,11 +77,10 @@ def measure(
                 remove_ik(ob)
             else:
                 props = ob.jacobian_ik
-                render = blender.bpy.context.scene.render
-                if threads:
+                if threads:  # (each rig's scene is a fresh one: Auto-Detect)
+                    render = blender.bpy.context.scene.render
                     render.threads_mode, render.threads = "FIXED", threads
                 bake = blender.bake_ours(ob, frames, props.method, props.mode)
-                render.threads_mode = "AUTO"
                 assert not any(c.type == "IK" for pb in ob.pose.bones for c in pb.constraints)
             bakes[label].append(bake)
             if r == 0:
