@@ -422,8 +422,10 @@ class LiveModel:
         and the free root's location (move_root). Raises RigError on NaN."""
         model = self.model
         rotations = result.pose.rotations[:, self.free]
-        seeds = write.current_rotations(ob, self.free_names, self.pose_at)
-        channels = write.rotation_channels(ob, self.free_names, rotations, seeds)
+        pbones = ob.pose.bones
+        modes = [pbones[n].rotation_mode for n in self.free_names]  # (read once: RNA by name)
+        seeds = write.current_rotations(ob, self.free_names, self.pose_at, modes)
+        channels = write.rotation_channels(ob, self.free_names, rotations, seeds, modes)
         if self.stretched:
             channels += limits.stretch_channels(ob, model, result.pose.stretch[:, self.stretched])
         if model.root >= 0:

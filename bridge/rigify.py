@@ -298,7 +298,7 @@ def _switch_to_fk(ob: Any, chosen: list[Limb], frame_list: list[int]) -> tuple[i
     return keys, keyed
 
 
-def _channels(ob: Any, names: list[str], basis: Array, seeds: list[Array]) -> list[write.Channel]:
+def _channels(ob: Any, names: list[str], basis: Array, seeds: write.Seeds) -> list[write.Channel]:
     """Location (unless locked), rotation in the bone's mode, scale (unless locked) of the
     basis matrices (F, K, 4, 4) of bones ``names``."""
     scale = np.linalg.norm(basis[..., :3, :3], axis=-2)  # (F, K, 3): column lengths

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Pose
-from .write import channel_path, object_fcurves, rotation_attr
+from .write import Seeds, channel_path, object_fcurves, rotation_attr
 
 Array = NDArray[np.float64]
 
@@ -111,7 +111,7 @@ class Recalled:
             if rec.locations is not None:
                 pose.locations[hit, b] = rec.locations[at[hit]]
 
-    def seeds(self, names: list[str], seeds: list[Array]) -> list[Array]:
+    def seeds(self, names: list[str], seeds: Seeds) -> list[Array]:
         """The continuity seeds: the recorded bake's where a bone has a record."""
         return [
             self.bones[n].seed if n in self.bones else s for n, s in zip(names, seeds, strict=True)

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from ..solvers import rotations
 
 Array = NDArray[np.float64]
+Seeds = list[Array] | Array  # the continuity seeds (``current_rotations``)
 
 
 @dataclass
@@ -50,15 +51,23 @@ def pose_index(ob: Any) -> dict[str, int]:
 
 
 def current_rotations(
-    ob: Any, names: list[str], index: Mapping[str, int] | None = None
-) -> list[Array]:
+    ob: Any,
+    names: list[str],
+    index: Mapping[str, int] | None = None,
+    modes: list[str] | None = None,
+) -> Seeds:
     """Each bone's current rotation property value (the seed for continuity): one
-    ``foreach_get`` of the pose per rotation mode. ``index``: ``pose_index(ob)``, when the
-    caller keeps it."""
+    ``foreach_get`` of the pose per rotation mode; (K, k) rows when every bone has one
+    property (a live update's chains, as a rule), else a list. ``index``: ``pose_index(ob)``,
+    ``modes``: the bones' rotation modes, when the caller has them."""
     pbones = ob.pose.bones
     index = pose_index(ob) if index is None else index
-    attrs = [rotation_attr(pbones[n].rotation_mode) for n in names]
+    if modes is None:
+        modes = [pbones[n].rotation_mode for n in names]
+    attrs = [rotation_attr(m) for m in modes]
     rows = {attr: _read(pbones, attr) for attr in dict.fromkeys(attrs)}
+    if len(rows) == 1:
+        return rows[attrs[0]][[index[n] for n in names]].astype(np.float64)
     return [rows[attr][index[n]].astype(np.float64) for n, attr in zip(names, attrs, strict=True)]
 
 
@@ -71,16 +80,26 @@ def _read(pbones: Any, attr: str) -> NDArray[np.float32]:
 
 
 def rotation_channels(
-    ob: Any, names: list[str], matrices: Array, seeds: list[Array]
+    ob: Any,
+    names: list[str],
+    matrices: Array,
+    seeds: Seeds,
+    modes: list[str] | None = None,
 ) -> list[Channel]:
     """Convert rotations (F, K, 3, 3) of bones ``names`` into their rotation modes (the bones
-    of one mode in one call: a live update converts one frame of every chain bone)."""
-    modes = [ob.pose.bones[name].rotation_mode for name in names]
+    of one mode in one call: a live update converts one frame of every chain bone), each
+    continuous with its seed (``current_rotations``; an array (K, k) when every bone has the
+    same mode). ``modes``: the bones' rotation modes, when the caller has them."""
+    if modes is None:
+        modes = [ob.pose.bones[name].rotation_mode for name in names]
     values: list[Array | None] = [None] * len(names)
     for mode in dict.fromkeys(modes):
         ks = [k for k, m in enumerate(modes) if m == mode]
         r = matrices[:, ks]
-        seed = np.stack([np.asarray(seeds[k], dtype=np.float64) for k in ks])
+        if isinstance(seeds, np.ndarray):
+            seed = np.asarray(seeds[ks], dtype=np.float64)
+        else:
+            seed = np.stack([np.asarray(seeds[k], dtype=np.float64) for k in ks])
         if mode == "QUATERNION":
             q = rotations.quaternion_from_matrix(r)
             v = rotations.make_quaternions_continuous(q, previous=seed)

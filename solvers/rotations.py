@@ -136,10 +136,10 @@ def quaternion_from_matrix(matrix: ArrayLike) -> FloatArray:
     m = np.asarray(matrix, dtype=np.float64)
     flat = m.reshape(*m.shape[:-2], 9)
     lin, const, diag_map = _SHEPPERD
-    candidates = (flat @ lin + const).reshape(*m.shape[:-2], 4, 4)
-    best = np.argmax(flat @ diag_map, axis=-1)
-    q = np.take_along_axis(candidates, best[..., None, None], axis=-2)[..., 0, :]
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    candidates = (flat @ lin + const).reshape(-1, 4, 4)
+    best = np.argmax(flat @ diag_map, axis=-1).reshape(-1)
+    q = candidates[np.arange(len(best)), best].reshape(*m.shape[:-2], 4)
+    q /= np.sqrt(np.add.reduce(q * q, axis=-1, keepdims=True))  # (``np.linalg.norm``'s sum)
     return np.where(q[..., :1] < 0.0, -q, q)
 
 
@@ -207,6 +207,8 @@ def make_quaternions_continuous(
     first = np.ones(q.shape[1:-1])
     if previous is not None:
         first = np.where(np.sum(q[0] * np.asarray(previous), axis=-1) < 0.0, -1.0, 1.0)
+    if q.shape[0] == 1:  # one frame (a live update): the sign that ``previous`` asks for
+        return q * first[None, ..., None]
     steps = np.where(np.sum(q[1:] * q[:-1], axis=-1) < 0.0, -1.0, 1.0)
     signs = np.cumprod(np.concatenate([first[None], steps], axis=0), axis=0)
     return q * signs[..., None]
