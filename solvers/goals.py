@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -122,6 +123,13 @@ def check_weights(value: ArrayLike | None, default: float, count: int, name: str
     return w
 
 
+@functools.lru_cache(maxsize=64)
+def _identities(frames: int, n_effectors: int) -> Array:
+    """(F, E, 3, 3) identity orientations, a read-only view of one (``np.broadcast_to`` checks
+    its arguments in Python: most of a live update's ``prepare_goals``)."""
+    return np.broadcast_to(np.eye(3), (frames, n_effectors, 3, 3))
+
+
 MEMO_SIZE = 16
 """The most value sets ``prepare_goals``' memo keeps (each armature transform is one)."""
 
@@ -166,7 +174,7 @@ def prepare_goals(
             memo[key] = static
     w_pos, w_rot, lin, trans, lin_inv, secondary, aim, is_aim, support = static
     if goals.rotation is None:
-        rot_model = np.broadcast_to(np.eye(3), (f, n_effectors, 3, 3))
+        rot_model = _identities(f, n_effectors)
     else:
         rot = np.asarray(goals.rotation, dtype=float)
         if rot.ndim == 3:

@@ -499,7 +499,7 @@ class OneFrame:
                     start.stretch[:, tree_bones],
                 )
                 out.reason[_outside(problem, out.rotations, begin, out.stretch)] = FALLBACK
-        return not bool(np.any(self.reason == FALLBACK))
+        return not (self.reason == FALLBACK).any()
 
 
 def _rules(problem: Any, goals: Any, lam_a: float, lam_b: float) -> Rules:

@@ -447,9 +447,9 @@ def check_start(skeleton: Skeleton, start: Pose) -> None:
             f"the start pose has {start.rotations.shape[1]} bones, the skeleton {skeleton.n_bones}"
         )
     if not (
-        np.all(np.isfinite(start.rotations))
-        and np.all(np.isfinite(start.locations))
-        and np.all(np.isfinite(start.stretch))
+        np.isfinite(start.rotations).all()
+        and np.isfinite(start.locations).all()
+        and np.isfinite(start.stretch).all()
     ):
         raise SettingsError("the start pose contains NaN or inf")
 
@@ -689,16 +689,11 @@ def trees_record(
     last row."""
     first = np.argmax(reasons != "converged", axis=0)
     length = max(len(h) for h in histories)
-    hist = np.sqrt(sum(_held_to(h, length) ** 2 for h in histories))
-    return reasons[first, np.arange(reasons.shape[1])], iterations.max(axis=0), np.asarray(hist)
-
-
-def _held_to(history: Array, length: int) -> Array:
-    """A residual history (K, F) held at its last row to ``length`` rows (``np.pad``'s "edge",
-    without its cost per call)."""
-    if len(history) == length:
-        return history
-    return np.concatenate([history, np.repeat(history[-1:], length - len(history), axis=0)])
+    total = np.zeros((length, *histories[0].shape[1:]))
+    for h in histories:  # (the squares added tree by tree, in order; a short one held)
+        total[: len(h)] += h**2
+        total[len(h) :] += h[-1] ** 2
+    return reasons[first, np.arange(reasons.shape[1])], iterations.max(axis=0), np.sqrt(total)
 
 
 def _unstack(

@@ -81,6 +81,7 @@ class Solver:
         self._shortest: float | None = None  # the shortest goal's reach (``_caps``)
         self._uncapped: bytes | None = None  # a base (its linear part) no cap bites under
         self._lock = threading.Lock()  # (``_one_frame_compiled``)
+        self._lin_seen: tuple[Any, bool] = (None, False)  # the last goals' lin: identity?
         # trees solved one after the other, goal priority: the batched loop, never one frame
         self._trees_in_order = carries(skeleton) or has_levels(skeleton, self.trees_all)
 
@@ -189,7 +190,7 @@ class Solver:
         st, e = self.settings, self.skeleton.n_effectors
         met = (result.position_error[0] <= st.tolerance) | (w_pos <= 0)
         met &= (result.rotation_error[0] <= st.rotation_tolerance) | (w_rot <= 0)
-        if np.all(met):
+        if met.all():
             result.goal_status = np.full((1, e), "met")
         else:
             result.goal_status = goal_status(self.skeleton, g(), result, st)
@@ -210,7 +211,9 @@ class Solver:
             start = start.copy()
             skel.clamp_to_limits(start)  # as ``solve`` starts: at the limits
         start = straighten(skel, g, start)  # as ``solve`` starts: goals out of reach straight
-        identity = bool(np.all(g.lin == np.eye(3)))
+        if g.lin is not self._lin_seen[0]:  # (the memo's array while the transform holds)
+            self._lin_seen = (g.lin, bool((g.lin == np.eye(3)).all()))
+        identity = self._lin_seen[1]
         key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity]) + self._caps(g)
         if key not in self._compiled:
             self._compiled[key] = self._kernel_trees(g, start)
