@@ -400,10 +400,11 @@ class PoleReader:
         """Start the free bones of the chains with a pole from their rest rotations, each such
         chain then turned as a whole toward its target and pole (``aim_chains``); in place,
         for the last F reads (F = the pose's frames)."""
+        if not self.poles:
+            return
         bones = sorted({b for p in self.poles for b in p.chain} & set(model.free))
         pose.rotations[:, bones] = np.eye(3)
-        if self.poles:
-            aim_chains(pose, model.skeleton, self.poles, model.free, self.inputs[-pose.frames :])
+        aim_chains(pose, model.skeleton, self.poles, model.free, self.inputs[-pose.frames :])
 
     def goals(self, goals: Goals, frames: int) -> Goals:
         """``goals`` with the poles appended as secondary position goals (weight 1)."""

@@ -59,6 +59,9 @@ class RigModel:
     # per effector: the bone whose frame no solve moves nearest above it, and the bones
     # between (``scale_anchors``; computed once)
     anchors: _Anchors | None = field(default=None, repr=False, compare=False)
+    start_index: _StartIndex | None = field(default=None, repr=False, compare=False)
+    # the last frame's ``_fixed_local`` and what it was made of (live posing)
+    fixed_local: tuple[bytes, Array] | None = field(default=None, repr=False, compare=False)
 
 
 def _matrices(collection: Any, attr: str) -> Array:
@@ -834,30 +837,71 @@ def target_orientations(m: Array) -> Array:
     return nearest_rotation(unmirror(m))
 
 
+class _StartIndex(NamedTuple):
+    """The model's bones that no solve moves (``fixed``), the positions among them of those
+    with a parent (``up``) and their parents (``up_parents``), and their rest matrices: what
+    ``_start_pose`` reads of the model at every call (computed once)."""
+
+    fixed: NDArray[np.intp]
+    up: NDArray[np.intp]
+    up_parents: NDArray[np.intp]
+    rest_fixed: Array
+    rest_up: Array
+
+
+def _start_index(model: RigModel) -> _StartIndex:
+    """The model's ``_StartIndex`` (computed once: a live update reads one frame)."""
+    if model.start_index is None:
+        free = np.zeros(len(model.names), dtype=bool)
+        free[model.free] = True
+        fixed = np.flatnonzero(~free)
+        up = np.flatnonzero(model.parents[fixed] >= 0)
+        model.start_index = _StartIndex(
+            fixed, up, model.parents[fixed[up]], model.rest[fixed], model.rest[fixed[up]]
+        )
+    return model.start_index
+
+
+def _fixed_local(model: RigModel, basis: Array, evaluated: Array) -> Array:
+    """The local transforms (F, n, 4, 4) of the bones no solve moves (``_StartIndex.fixed``):
+    their evaluated matrices relative to their parents' where a constraint or their
+    inheritance makes those differ from their channels, else their channels. One frame's are
+    kept on the model with what they were made of, and given again while that holds still (a
+    live update while a target is dragged: the bones above the chains do not move)."""
+    at = _start_index(model)
+    above, inputs, own = evaluated[:, at.up_parents], evaluated[:, at.fixed], basis[:, at.fixed]
+    key = None
+    if len(basis) == 1:
+        key = above.tobytes() + inputs.tobytes() + own.tobytes()
+        kept = model.fixed_local
+        if kept is not None and kept[0] == key:
+            return kept[1]
+    parent_frame = np.empty((len(basis), *at.rest_fixed.shape))
+    parent_frame[:] = at.rest_fixed
+    parent_frame[:, at.up] = above @ at.rest_up
+    derived = affine_inverse(parent_frame) @ inputs
+    # where nothing but the channels set the bone (no constraint or inheritance mode changes
+    # it), the channels themselves: the evaluated matrices carry float32 round-off of the
+    # parents' pose, so the same channels read under another pose of the chains above (a
+    # bake's own keys) would start the solve 1e-8 elsewhere
+    scale = 1.0 + np.abs(own[..., :3, :]).max(axis=(-1, -2))
+    close = np.abs(derived - own).max(axis=(-1, -2)) <= CHANNELS_TOLERANCE * scale
+    out = np.where(close[..., None, None], own, derived)
+    if key is not None:
+        model.fixed_local = (key, out)
+    return out
+
+
 def _start_pose(model: RigModel, basis: Array, evaluated: Array) -> tuple[Array, Pose]:
     """The bones' local transforms (F, B, 4, 4) and the start pose: chain bones from their
     channels (``basis``), the others from their evaluated matrices relative to their parents'
     where a constraint or their inheritance makes those differ from their channels, else from
     their channels (scale in both, rotations without it; connected bones have no location)."""
     n_frames, n_bones = basis.shape[:2]
-    free = np.zeros(n_bones, dtype=bool)
-    free[model.free] = True
     local = basis.copy()  # chain bones: their channels; the others: evaluated, relative
-    fixed = np.flatnonzero(~free)
+    fixed = _start_index(model).fixed
     if fixed.size:
-        shape = (n_frames, *model.rest[fixed].shape)
-        parent_frame = np.broadcast_to(model.rest[fixed], shape).copy()
-        up = model.parents[fixed] >= 0
-        parent_frame[:, up] = evaluated[:, model.parents[fixed[up]]] @ model.rest[fixed[up]]
-        derived = affine_inverse(parent_frame) @ evaluated[:, fixed]
-        # where nothing but the channels set the bone (no constraint or inheritance mode
-        # changes it), the channels themselves: the evaluated matrices carry float32 round-off
-        # of the parents' pose, so the same channels read under another pose of the chains
-        # above (a bake's own keys) would start the solve 1e-8 elsewhere
-        own = basis[:, fixed]
-        scale = 1.0 + np.abs(own[..., :3, :]).max(axis=(-1, -2))
-        close = np.abs(derived - own).max(axis=(-1, -2)) <= CHANNELS_TOLERANCE * scale
-        local[:, fixed] = np.where(close[..., None, None], own, derived)
+        local[:, fixed] = _fixed_local(model, basis, evaluated)
     rot = nearest_rotation(local[..., :3, :3])
     loc = np.where(model.connected[:, None], 0.0, local[..., :3, 3])
     return local, Pose(rot, loc, np.zeros((n_frames, n_bones)))

@@ -637,3 +637,32 @@ def test_pose_channels_set_in_bulk_evaluate_as_set_bone_by_bone(clean: ModuleTyp
     bulk = evaluated()
     for a, b in zip(bulk, one_by_one, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_bones_above_the_chain_that_move_between_updates_are_read_again(
+    arm_chain: Any, addon: ModuleType
+) -> None:
+    """A live update keeps the local transforms of the bones no solve moves while they hold
+    still (``rig._fixed_local``); when such a bone turns between two updates, by its channel
+    or by a constraint (its evaluated matrix alone), the next update solves the chain from
+    where it is now: the tip on the target, the bone where it was turned to."""
+    ob, empty = arm_chain(target=(0.6, 2.2, 0.3), chain_length=2)  # b0 is above the chain
+    ob.jacobian_ik.use_live = True
+    bpy.context.view_layer.update()
+    assert distance(ob, empty) < 1e-4
+    base = ob.pose.bones["b0"]
+    base.rotation_mode = "XYZ"
+    bpy.context.view_layer.update()
+    for angle in (0.15, 0.3):  # the channel
+        base.rotation_euler = (0.0, 0.0, angle)
+        bpy.context.view_layer.update()
+        assert distance(ob, empty) < 1e-4
+        assert tuple(base.rotation_euler) == pytest.approx((0.0, 0.0, angle))
+    turner = make_empty("Turner", (0.0, 0.0, 0.0))
+    con = base.constraints.new("COPY_ROTATION")  # the evaluated matrix alone
+    con.target, con.mix_mode = turner, "ADD"
+    for angle in (0.2, -0.25):
+        turner.rotation_euler = (angle, 0.0, 0.0)
+        bpy.context.view_layer.update()
+        assert distance(ob, empty) < 1e-4, angle
+        assert abs((ob.matrix_world @ ob.pose.bones["b1"].head).z) > 0.1  # b0 was turned
