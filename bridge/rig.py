@@ -633,9 +633,10 @@ def _suspicious(base: Array, target: Array, evaluated: Array, basis: Array) -> N
     values = [base.reshape(len(base), -1), target.reshape(len(base), -1)]
     values += [evaluated.reshape(len(base), -1), basis.reshape(len(base), -1)]
     flat = np.concatenate(values, axis=1)
-    bad = ~np.all(np.isfinite(flat), axis=1) | (np.abs(flat).max(axis=1) > MAX_COORDINATE)
+    bad = ~(np.abs(flat).max(axis=1) <= MAX_COORDINATE)  # (NaN compares false: bad too)
     m = np.concatenate([base[:, None, :3, :3], target[..., :3, :3], evaluated[..., :3, :3]], 1)
-    m = np.where(np.isfinite(m), m, 0.0)  # all 3x3 blocks of a frame at once
+    if bad.any():
+        m = np.where(np.isfinite(m), m, 0.0)  # all 3x3 blocks of a frame at once
     tiny = np.abs(det3(m)) <= 1e-12 * np.abs(m).max(axis=(-1, -2), initial=1e-300) ** 3
     return np.asarray(bad | tiny.any(axis=1))
 
