@@ -452,6 +452,7 @@ class OneFrame:
         self.bounded = [bool(p.bounded and not p.identity_base) for p, *_ in trees]
         self.rules: list[Rules] | None = None
         self.start_key: bytes | None = None
+        self.loaded: list[Any] | None = None  # each tree's compiled loop (``_overloads``), once
 
     def run(self, goals: Any, start: Pose) -> bool:
         """Solve one frame of ``goals`` (the skeleton's, prepared) from ``start``: each tree's
@@ -485,10 +486,20 @@ class OneFrame:
         self.rotations[:] = start.rotations[0, bones]
         self.start_stretch[:] = start.stretch[0, bones]
         self.stretch[:] = self.start_stretch
-        for (_, plan, _, _), frames, rules, out in zip(
-            self.trees, self.frames, self.rules, self.outs, strict=True
-        ):
-            _call(plan.rig, frames, rules, out)
+        calls = [
+            (plan.rig, frames, rules, out)
+            for (_, plan, _, _), frames, rules, out in zip(
+                self.trees, self.frames, self.rules, self.outs, strict=True
+            )
+        ]
+        if self.loaded:  # the same arrays every call, so the same types: the loops numba chose
+            for compiled, args in zip(self.loaded, calls, strict=True):
+                compiled.entry_point(*args)
+        else:
+            for args in calls:
+                _call(*args)
+            if self.loaded is None:
+                self.loaded = _overloads(calls)
         for (problem, _, _, tree_bones), out, limited in zip(
             self.trees, self.outs, self.limited, strict=True
         ):
@@ -500,6 +511,24 @@ class OneFrame:
                 )
                 out.reason[_outside(problem, out.rotations, begin, out.stretch)] = FALLBACK
         return not (self.reason == FALLBACK).any()
+
+
+def _overloads(calls: list[tuple[Any, ...]]) -> list[Any]:
+    """The compiled loop's overload (numba's ``CompileResult``) for each call's argument
+    types, or none when one is missing (``OneFrame`` then calls through ``_call``). Called
+    once per ``OneFrame``, whose arguments are the same arrays at every call: later calls go
+    to the overloads' entry points, without numba's dispatch (it types each of the ~50 arrays
+    of the tuples every call: 11 against 6 us a tree on Rigify's meta-rig)."""
+    compiled = _COMPILED.get(0)
+    if compiled is None or BROKEN:
+        return []
+    found = []
+    for args in calls:
+        overload = compiled.overloads.get(tuple(compiled.typeof_pyval(a) for a in args))
+        if overload is None:
+            return []
+        found.append(overload)
+    return found
 
 
 def _rules(problem: Any, goals: Any, lam_a: float, lam_b: float) -> Rules:

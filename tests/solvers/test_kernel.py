@@ -136,6 +136,8 @@ def test_solver_one_frame_equals_solve_bit_for_bit(seed):
         assert [t.tolist() for t in got.trees] == [t.tolist() for t in want.trees]
         pose = got.pose if f % 2 else None
     assert any(v is not None for v in solver._compiled.values())  # the compiled path ran
+    # after its first frame, straight into the loops numba loaded for its buffers' types
+    assert all(v is None or v.batch.loaded for v in solver._compiled.values())
     # its trees' inputs and outputs, views of the buffers it keeps, are the array types the
     # loop was compiled for by ``solve`` (a view of another layout would compile it again)
     assert len(kernel._COMPILED[0].signatures) == 1
