@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from ..solvers.so3 import det3_quick
+
 Array = NDArray[np.float64]
 
 
@@ -40,15 +42,15 @@ def nearest_rotation(m: Array) -> Array:
     half the SVD's cost on a rig's bones); only the others go through the SVD (batched
     LAPACK calls are slow on many small matrices)."""
     m = np.asarray(m, dtype=np.float64)
-    gram = np.swapaxes(m, -1, -2) @ m
+    gram = m.swapaxes(-1, -2) @ m
     s2 = np.einsum("...ii->...", gram) / 3.0
     dev = np.abs(gram - s2[..., None, None] * _EYE).max(axis=(-2, -1))
-    det = _det_sign(m)
-    easy = (s2 > 0.0) & (dev <= 1e-12 * s2) & (det > 0.0)
-    if np.all(easy):
+    proper = det3_quick(m) > 0.0  # (so not zero: s2 > 0 too)
+    easy = proper & (dev <= 1e-12 * s2)
+    if easy.all():
         return np.asarray(m / np.sqrt(s2)[..., None, None])
-    near = (s2 > 0.0) & (dev <= NEAR * s2) & (det > 0.0)
-    if np.all(near):
+    near = proper & (dev <= NEAR * s2)
+    if near.all():
         return _bjorck(m / np.sqrt(s2)[..., None, None])
     out = np.empty_like(m)
     out[easy] = m[easy] / np.sqrt(s2[easy])[:, None, None]
@@ -60,23 +62,13 @@ def nearest_rotation(m: Array) -> Array:
 
 
 _EYE, _EYE_15 = np.eye(3), 1.5 * np.eye(3)
-_NEXT, _LAST = np.array([1, 2, 0]), np.array([2, 0, 1])
-
-
-def _det_sign(m: Array) -> Array:
-    """Determinants of (..., 3, 3) matrices for their sign (``nearest_rotation`` asks only
-    whether it is positive, where it is near the cube of the scale): the first row dotted with
-    the cross product of the others, in a few numpy calls (``so3.det3`` takes 17; LAPACK per
-    matrix costs more than the rest)."""
-    cross = m[..., 1, _NEXT] * m[..., 2, _LAST] - m[..., 1, _LAST] * m[..., 2, _NEXT]
-    return np.asarray(np.einsum("...i,...i->...", m[..., 0, :], cross))
 
 
 def _bjorck(x: Array) -> Array:
     """The orthogonal polar factor of matrices within ``NEAR`` of orthogonal (X^T X - I): two
     steps of X <- X (3 I - X^T X) / 2, each squaring the distance (1e-4 -> 1e-8 -> 1e-16)."""
     for _ in range(2):
-        x = x @ (_EYE_15 - 0.5 * (np.swapaxes(x, -1, -2) @ x))
+        x = x @ (_EYE_15 - 0.5 * (x.swapaxes(-1, -2) @ x))
     return x
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..solvers import Effector, Goals, Joint, Pose, Skeleton
-from ..solvers.so3 import det3, inv3, unmirror
+from ..solvers.so3 import det3, det3_quick, inv3, unmirror
 from . import full_body
 from .errors import RigError
 from .polar import CHANNELS_TOLERANCE, SCALE_EPS, nearest_rotation, scaled
@@ -637,7 +637,7 @@ def _suspicious(base: Array, target: Array, evaluated: Array, basis: Array) -> N
     m = np.concatenate([base[:, None, :3, :3], target[..., :3, :3], evaluated[..., :3, :3]], 1)
     if bad.any():
         m = np.where(np.isfinite(m), m, 0.0)  # all 3x3 blocks of a frame at once
-    tiny = np.abs(det3(m)) <= 1e-12 * np.abs(m).max(axis=(-1, -2), initial=1e-300) ** 3
+    tiny = np.abs(det3_quick(m)) <= 1e-12 * np.abs(m).max(axis=(-1, -2), initial=1e-300) ** 3
     return np.asarray(bad | tiny.any(axis=1))
 
 

@@ -117,6 +117,18 @@ def det3(m: Array) -> Array:
     )
 
 
+_NEXT, _LAST = np.array([1, 2, 0]), np.array([2, 0, 1])
+
+
+def det3_quick(m: Array) -> Array:
+    """``det3`` to rounding (not bit for bit: numpy's einsum may add the three products in
+    another order), in five numpy calls rather than seventeen: the first row dotted with the
+    cross product of the others. For a determinant's sign or size (8 against 11 us on a live
+    update's 21 matrices); ``det3`` where the value is computed with (``inv3``)."""
+    cross = m[..., 1, _NEXT] * m[..., 2, _LAST] - m[..., 1, _LAST] * m[..., 2, _NEXT]
+    return np.asarray(np.einsum("...i,...i->...", m[..., 0, :], cross))
+
+
 _J, _I = np.meshgrid(np.arange(3), np.arange(3))  # entry (i, j) of the adjugate:
 _R0, _R1, _C0, _C1 = (_J + 1) % 3, (_J + 2) % 3, (_I + 1) % 3, (_I + 2) % 3  # its minor's
 

@@ -43,3 +43,21 @@ def test_batched_shapes():
     assert r.shape == (4, 5, 3, 3)
     assert np.allclose(r @ np.swapaxes(r, -1, -2), np.eye(3), atol=1e-12)
     assert np.allclose(angle_axis(r), v, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (7, 3, 3), (40, 6, 3, 3)])
+def test_det3_quick_is_the_determinant_to_rounding(shape):
+    """``so3.det3_quick`` (a row dotted with a cross product) against ``det3`` and LAPACK:
+    the same determinants to rounding, mirrored matrices negative, zero where a row is."""
+    from jacobian_ik.solvers.so3 import det3, det3_quick
+
+    m = np.random.default_rng(len(shape)).normal(size=shape)
+    got = det3_quick(m)
+    assert got.shape == shape[:-2]
+    np.testing.assert_allclose(got, det3(m), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got, np.linalg.det(m), rtol=1e-10, atol=1e-14)
+    mirrored = m.copy()
+    mirrored[..., :, 0] *= -1.0
+    np.testing.assert_array_equal(np.sign(det3_quick(mirrored)), -np.sign(got))
+    m[..., 2, :] = 0.0
+    assert np.all(det3_quick(m) == 0.0)
