@@ -666,3 +666,34 @@ def test_bones_above_the_chain_that_move_between_updates_are_read_again(
         bpy.context.view_layer.update()
         assert distance(ob, empty) < 1e-4, angle
         assert abs((ob.matrix_world @ ob.pose.bones["b1"].head).z) > 0.1  # b0 was turned
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_duplicated_renamed_and_deleted_live_armatures_are_followed(
+    live_chain: Any, addon: ModuleType, linked: bool
+) -> None:
+    """The live armatures are listed by name while the armature data's users stay as they were
+    (``live._armatures``): a duplicate (its own armature data or the original's, Alt+D) is
+    solved from the next update, a renamed armature still is, a deleted one is dropped."""
+    ob, empty = live_chain
+    assert addon.live.live_armatures() == [ob]
+    twin = ob.copy()
+    if not linked:
+        twin.data = ob.data.copy()
+    bpy.context.scene.collection.objects.link(twin)
+    twin.location = (0.3, 0.0, 0.0)  # the same goals and target, from elsewhere
+    empty.location = (0.9, 1.6, 0.4)
+    bpy.context.view_layer.update()
+    assert sorted(o.name for o in addon.live.live_armatures()) == sorted([ob.name, twin.name])
+    for arm in (ob, twin):
+        assert distance(arm, empty) < 1e-4, arm.name
+    ob.name = "Renamed"
+    empty.location = (1.0, 1.4, 0.6)
+    bpy.context.view_layer.update()
+    for arm in (ob, twin):
+        assert distance(arm, empty) < 1e-4, arm.name
+    bpy.data.objects.remove(twin)
+    empty.location = (0.8, 1.5, 0.5)
+    bpy.context.view_layer.update()
+    assert addon.live.live_armatures() == [ob]
+    assert distance(ob, empty) < 1e-4
