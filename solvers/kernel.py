@@ -289,56 +289,69 @@ def _executor(threads: int) -> Any:
 
 
 def _call_frames(
-    rig: Rig, frames: Frames, rules: Rules, out: Out, threads: int, memo: dict[str, Any]
+    rig: Rig,
+    frames: Frames,
+    rules: Rules,
+    out: Any,
+    threads: int,
+    memo: dict[str, Any],
+    held: Held | None = None,
 ) -> int:
-    """``_call`` of the main loop on every frame, the frames in chunks across ``threads``
-    threads (numba's ``nogil``: the loop runs without Python's lock): about ``SHARES`` chunks a
-    thread, so a thread that drew frames of many iterations (out of reach) does not hold up
-    the others, each chunk's arrays contiguous views of the batch's (its own residual history,
-    copied back). One thread, or the loop not loaded yet (the first call compiles or loads it,
-    on the calling thread): ``_call``. ``memo``: the problem's, where the check that the chunks'
-    argument types were compiled is kept (numba's ``typeof`` of the arguments costs about
-    0.3 ms). Returns the threads used."""
-    count = len(out.iterations)
-    compiled = _COMPILED.get(0)
+    """``_call`` of the main loop (or, with ``held``, of the null-space steps' loop ``hold``)
+    on every frame, the frames in chunks across ``threads`` threads (numba's ``nogil``: the
+    loop runs without Python's lock): about ``SHARES`` chunks a thread, so a thread that drew
+    frames of many iterations (out of reach) does not hold up the others, each chunk's arrays
+    contiguous views of the batch's (the main loop's residual history its own, copied back).
+    One thread, or the loop not loaded yet (the first call compiles or loads it, on the calling
+    thread): ``_call``. ``memo``: the problem's, where the check that the chunks' argument
+    types were compiled is kept (numba's ``typeof`` of the arguments costs about 0.3 ms).
+    Returns the threads used."""
+    loop = 0 if held is None else 1
+    before = () if held is None else (held,)  # (``_hold_loop`` takes it before ``out``)
+    count = len(out.rotations)
+    compiled = _COMPILED.get(loop)
     if threads < 2 or compiled is None or BROKEN:
-        _call(rig, frames, rules, out)
+        _call(rig, frames, rules, *before, out, loop=loop)
         return 1
     size = max(CHUNK, -(-count // (SHARES * threads)))
-    spans = [(a, min(a + size, count)) for a in range(0, count, size)]
-    rows = out.history.shape[0]
     parts = []
-    for a, b in spans:
-        part = Out(
-            out.rotations[a:b],
-            out.pos[a:b],
-            out.rot[a:b],
-            out.iterations[a:b],
-            out.reason[a:b],
-            np.empty((rows, b - a)),
-            out.last[a:b],
-            out.stretch[a:b],
-        )
+    for a, b in [(a, min(a + size, count)) for a in range(0, count, size)]:
+        part: Out | HeldOut
+        if held is None:
+            part = Out(
+                out.rotations[a:b],
+                out.pos[a:b],
+                out.rot[a:b],
+                out.iterations[a:b],
+                out.reason[a:b],
+                np.empty((out.history.shape[0], b - a)),
+                out.last[a:b],
+                out.stretch[a:b],
+            )
+        else:  # (every array of the steps' results is the frames')
+            part = HeldOut(*(x[a:b] for x in out))
         parts.append((a, b, Frames(*(x[a:b] for x in frames)), part))
     # the chunks run the loop the calling thread loaded for these argument types: never a
     # compile on a worker thread (one beside Blender's own work crashed a process once)
-    if "_kernel_split" not in memo:  # (a problem's arrays keep their dtypes and layouts)
-        first = (rig, parts[0][2], rules, parts[0][3])
-        memo["_kernel_split"] = tuple(compiled.typeof_pyval(a) for a in first)
-    if memo["_kernel_split"] not in compiled.overloads:
-        _call(rig, frames, rules, out)
+    key = f"_kernel_split{loop}"
+    if key not in memo:  # (a problem's arrays keep their dtypes and layouts)
+        first = (rig, parts[0][2], rules, *before, parts[0][3])
+        memo[key] = tuple(compiled.typeof_pyval(a) for a in first)
+    if memo[key] not in compiled.overloads:
+        _call(rig, frames, rules, *before, out, loop=loop)
         return 1
     try:  # (a failure is not expected: the types of the call that loaded the loop; a pool
         # let go by the add-on's unregister on another thread refuses new work)
         pool = _executor(THREADS)
-        jobs = [pool.submit(compiled, rig, fr, rules, part) for _, _, fr, part in parts]
+        jobs = [pool.submit(compiled, rig, fr, rules, *before, part) for _, _, fr, part in parts]
         for job in jobs:
             job.result()
     except Exception as exc:  # the caller solves the batch with numpy from its start poses
         raise KernelUnavailable(f"{type(exc).__name__}: {exc}") from exc
     for a, b, _, part in parts:
-        used = int(part.last.max()) + 1
-        out.history[:used, a:b] = part.history[:used]
+        if isinstance(part, Out):
+            used = int(part.last.max()) + 1
+            out.history[:used, a:b] = part.history[:used]
     return threads
 
 
@@ -1824,7 +1837,9 @@ def hold(problem: Any, goals: Any, start: Pose, held: Held, bound: tuple[Array, 
         np.zeros(frames, dtype=np.intp),
         np.zeros(frames, dtype=np.intp),
     )
-    _call(rig, _frames(problem, goals, start), _rules(problem, goals, 0.0, 0.0), held, out, loop=1)
+    threads = min(THREADS, frames // CHUNK)  # (a frame's steps cost ~0.1-1 ms: always split)
+    fr, rules = _frames(problem, goals, start), _rules(problem, goals, 0.0, 0.0)
+    _call_frames(rig, fr, rules, out, threads, problem.__dict__, held)
     outside = _outside(problem, out.rotations, start)  # numpy steps them, keeping the limits
     out.rotations[outside] = start.rotations[outside]
     out.status[outside] = FALLBACK

@@ -370,3 +370,47 @@ def test_a_limited_rig_takes_the_compiled_steps_within_its_limits(
     assert not np.any(skel.violations(skel.coordinates(result.pose)))
     free = solve(loose, goals, Settings())
     assert np.any(skel.violations(skel.coordinates(free.pose)))  # the limits bind
+
+
+@pytest.mark.skipif(not kernel.enabled(), reason="numba is not installed")
+def test_the_null_space_steps_split_across_threads_give_the_same_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The null-space steps' frames are independent, so the compiled loop hands them to
+    threads in chunks (``kernel._call_frames`` with ``held``): three threads give what one
+    gives, bit for bit, and the steps ran in more than one chunk."""
+    rng = np.random.default_rng(6)
+    skel = head_and_hands(rng, chest_goal=True)
+    goals = Goals(position=targets(skel, rng, 40))
+    monkeypatch.setattr(kernel, "THREADS", 1)
+    one = solve(skel, goals, Settings())
+    used: list[int] = []
+    split = kernel._call_frames
+
+    def spy(*args: object) -> int:
+        used.append(split(*args))  # type: ignore[arg-type]
+        return used[-1]
+
+    monkeypatch.setattr(kernel, "_call_frames", spy)
+    monkeypatch.setattr(kernel, "THREADS", 3)
+    hold = kernel.hold
+    taken: list[np.ndarray] = []
+
+    def steps(*args: object) -> kernel.HeldOut:
+        held = len(used)
+        out = hold(*args)  # type: ignore[arg-type]
+        assert used[held:] and used[-1] > 1, used  # (its frames went to threads)
+        taken.append(out.taken)
+        return out
+
+    monkeypatch.setattr(kernel, "hold", steps)
+    many = solve(skel, goals, Settings())
+    assert taken and np.concatenate(taken).sum() > 0  # the steps ran and stepped
+    for a, b in (
+        (one.pose.rotations, many.pose.rotations),
+        (one.position_error, many.position_error),
+        (one.rotation_error, many.rotation_error),
+        (one.iterations, many.iterations),
+    ):
+        np.testing.assert_array_equal(a, b)
+    assert list(one.reason) == list(many.reason)
