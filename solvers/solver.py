@@ -210,9 +210,10 @@ class Solver:
             start = start.copy()
             skel.clamp_to_limits(start)  # as ``solve`` starts: at the limits
         start = straighten(skel, g, start)  # as ``solve`` starts: goals out of reach straight
-        if g.lin is not self._lin_seen[0]:  # (the memo's array while the transform holds)
-            self._lin_seen = (g.lin, bool((g.lin == np.eye(3)).all()))
-        identity = self._lin_seen[1]
+        seen = self._lin_seen  # (read once: another thread may replace it)
+        if g.lin is not seen[0]:  # (the memo's array while the transform holds)
+            seen = self._lin_seen = (g.lin, bool((g.lin == np.eye(3)).all()))
+        identity = seen[1]
         key = g.w_pos.tobytes() + g.w_rot.tobytes() + bytes([identity]) + self._caps(g)
         if key not in self._compiled:
             self._compiled[key] = self._kernel_trees(g, start)
