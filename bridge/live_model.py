@@ -422,8 +422,7 @@ class LiveModel:
         and the free root's location (move_root). Raises RigError on NaN."""
         model = self.model
         rotations = result.pose.rotations[:, self.free]
-        pbones = ob.pose.bones
-        modes = [pbones[n].rotation_mode for n in self.free_names]  # (read once: RNA by name)
+        modes = write.rotation_modes(ob, self.free_names)  # (read once for both)
         seeds = write.current_rotations(ob, self.free_names, self.pose_at, modes)
         channels = write.rotation_channels(ob, self.free_names, rotations, seeds, modes)
         if self.stretched:

@@ -50,6 +50,13 @@ def pose_index(ob: Any) -> dict[str, int]:
     return {name: i for i, name in enumerate(ob.pose.bones.keys())}
 
 
+def rotation_modes(ob: Any, names: list[str]) -> list[str]:
+    """The rotation modes of the pose bones ``names`` (one RNA lookup by name each: a caller
+    that needs them twice reads them once and passes them on)."""
+    pbones = ob.pose.bones
+    return [pbones[n].rotation_mode for n in names]
+
+
 def current_rotations(
     ob: Any,
     names: list[str],
@@ -63,7 +70,7 @@ def current_rotations(
     pbones = ob.pose.bones
     index = pose_index(ob) if index is None else index
     if modes is None:
-        modes = [pbones[n].rotation_mode for n in names]
+        modes = rotation_modes(ob, names)
     attrs = [rotation_attr(m) for m in modes]
     rows = {attr: _read(pbones, attr) for attr in dict.fromkeys(attrs)}
     if len(rows) == 1:
@@ -91,7 +98,7 @@ def rotation_channels(
     continuous with its seed (``current_rotations``; an array (K, k) when every bone has the
     same mode). ``modes``: the bones' rotation modes, when the caller has them."""
     if modes is None:
-        modes = [ob.pose.bones[name].rotation_mode for name in names]
+        modes = rotation_modes(ob, names)
     values: list[Array | None] = [None] * len(names)
     for mode in dict.fromkeys(modes):
         ks = [k for k, m in enumerate(modes) if m == mode]
