@@ -5,20 +5,23 @@ the solved motion there, each handle a third of the way to the neighbouring key.
 keys Blender's Bezier curve is then the cubic Hermite interpolant of the values and slopes at
 its ends (x is linear in the Bezier parameter), so a segment depends on its two keys only.
 A segment takes the central difference of the solved values at both ends (``_slopes``: a
-one-sided one beside a jump), or, where that leaves the tolerance, the one-sided differences
-of second order from inside the segment (ahead of its first key, behind its last) when they
-keep it nearer (``key_slopes``). Over a segment of many frames the cubic falls short of motion
-that swings (it cannot follow the fourth derivative); the inner slopes are steeper than the
-motion's by a third of its third derivative where the central ones are flatter by a sixth
-(on a swing the third derivative opposes the first), which makes up part of the shortfall;
-at a corner of the motion (a goal leaving reach, a chain straightening, a tree's goals
-starting to conflict: the joints' speed changes within a frame or two) they follow each side
-where central slopes lean across it. A key whose two segments took different slopes is a
-corner of the curve (FREE handles); elsewhere its handles are ALIGNED and the curve is C1.
+one-sided one beside a jump) where that keeps it within the tolerance; else, at one end or
+both, the one-sided difference of second order from inside the segment (ahead of its first
+key, behind its last), whichever of those pairs (``ENDS``) keeps it nearest the values
+(``key_slopes``). Over a segment of many frames the cubic falls short of motion that swings
+(it cannot follow the fourth derivative); the inner slopes are steeper than the motion's by a
+third of its third derivative where the central ones are flatter by a sixth (on a swing the
+third derivative opposes the first), which makes up part of the shortfall; at a corner of the
+motion (a goal leaving reach, a chain straightening, a tree's goals starting to conflict: the
+joints' speed changes within a frame or two) they follow each side where central slopes lean
+across it. A key whose two segments took different slopes is a corner of the curve (FREE
+handles); elsewhere its handles are ALIGNED and the curve is C1.
 Measured by furthest reach alone at one tolerance: 20 sine curves of 250 frames, 1,453 keys
-with central slopes, 1,233 with the inner ones, 1,163 with the choice; zoo seed 8383's first
-double-Y tree, 6,656, 4,218 and 4,127. Lean bakes with the checks below, on seed 8383's four
-double-Y trees: 6,478 -> 3,986, 3,463 -> 2,265, 3,370 -> 2,061 and 4,112 -> 2,703 keys (of
+with central slopes, 1,233 with the inner ones at both ends, 1,163 choosing between those
+two; zoo seed 8383's first double-Y tree, 6,656, 4,218 and 4,127 (4,061 choosing among the
+four pairs). Lean bakes with the checks below, on seed 8383's four double-Y trees: 6,478,
+3,463, 3,370 and 4,112 keys with central slopes; 3,986, 2,265, 2,061 and 2,703 choosing
+between the central and the inner pair; 3,913, 2,225, 2,043 and 2,678 among the four (of
 12,000-17,000 in a full bake), within the same tolerances.
 
 **What must hold**, on Blender's own evaluation of the written curves (``fcurve.evaluate`` at
@@ -77,6 +80,8 @@ unchanged, in 1-3 rounds (one fixed factor of 2 for every effector cost the tent
 more keys in up to 19 rounds)."""
 SHARE_ROUNDS = 10  # rounds that key only the curves furthest off; later ones key all of them
 CENTRAL, AHEAD, BEHIND = 0, 1, 2  # the rows of ``_slopes``
+ENDS = ((CENTRAL, CENTRAL), (AHEAD, BEHIND), (AHEAD, CENTRAL), (CENTRAL, BEHIND))
+"""The slopes a segment may leave its first key and arrive at its last with (``key_slopes``)."""
 
 
 @dataclass
@@ -260,11 +265,12 @@ def hermite(
 
 
 def _segment_errors(
-    x: Array, v: Array, m: Array, a: NDArray[np.intp], b: NDArray[np.intp]
-) -> tuple[Array, Array]:
-    """For curves (rows of v (C, F) and their slopes m (C, 3, F)) with keys at a and b: the
-    largest distance of the segment between them from the values, with the central slopes at
-    both ends and with the inner ones (``AHEAD`` of a, ``BEHIND`` b)."""
+    x: Array, v: Array, m: Array, a: NDArray[np.intp], b: NDArray[np.intp], tol: Array
+) -> Array:
+    """For curves (rows of v (C, F), their slopes m (C, 3, F), tolerances (C,)) with keys at a
+    and b: (4, C) the largest distance of the segment between them from the values, with each
+    pair of end slopes of ``ENDS``; the other pairs only where the central one leaves the
+    tolerance (inf elsewhere)."""
     span = b - a
     i = np.arange(int(span.max()) + 1)
     inside = i[None, :] <= span[:, None]
@@ -273,35 +279,37 @@ def _segment_errors(
     h = (x[b] - x[a])[:, None]
     t = (x[at] - x[a][:, None]) / h
     va, vb, want = v[rows, a][:, None], v[rows, b][:, None], v[rows[:, None], at]
-    out = []
-    for start, end in ((CENTRAL, CENTRAL), (AHEAD, BEHIND)):
+    out = np.full((len(ENDS), len(a)), np.inf)
+    for k, (start, end) in enumerate(ENDS):
         y = _cubic(t, h, va, m[rows, start, a][:, None], vb, m[rows, end, b][:, None])
-        out.append(np.where(inside, np.abs(y - want), 0.0).max(axis=1))
-    return out[0], out[1]
-
-
-def _inner(central: Array, inner: Array, tol: Array | float) -> NDArray[np.bool_]:
-    """Segments that take the inner slopes: the central ones leave the tolerance and the inner
-    ones keep nearer."""
-    return np.asarray((central > tol) & (inner < central))
+        out[k, rows] = np.where(inside, np.abs(y - want), 0.0).max(axis=1)
+        if k == 0:  # the others where the central slopes leave the tolerance
+            off = np.flatnonzero(out[0] > tol)
+            rows, a, b, h, t, inside = off, a[off], b[off], h[off], t[off], inside[off]
+            va, vb, want = va[off], vb[off], want[off]
+    return out
 
 
 def key_slopes(
-    x: Array, keys: NDArray[np.intp], values: Array, m: Array, tol: float
+    x: Array, masks: NDArray[np.bool_], values: Array, m: Array, tol: Array
 ) -> tuple[Array, Array]:
-    """(leaving, arriving), (F,) each: the slopes each segment between ``keys`` of one curve
-    (values (F,), slopes m (3, F)) leaves its first key and arrives at its last with: the
-    central ones, or the inner ones where those keep the segment nearer the values and the
-    central ones do not keep it within ``tol`` (a key is then a corner of the curve, its
-    handles FREE; elsewhere the curve is C1)."""
-    leaving, arriving = m[CENTRAL].copy(), m[CENTRAL].copy()
-    if len(keys) < 2:
+    """(leaving, arriving), (C, F) each: for curves keyed at ``masks`` (C, F) (values (C, F),
+    slopes m (C, 3, F), tolerances (C,)), the slopes each segment between two keys of a curve
+    leaves its first key and arrives at its last with: the central ones where they keep the
+    segment within its curve's tolerance, else the pair of ``ENDS`` that keeps it nearest the
+    values (the first such pair on a tie; a key whose two segments took different slopes is a
+    corner of the curve, its handles FREE; elsewhere the curve is C1)."""
+    leaving, arriving = m[:, CENTRAL].copy(), m[:, CENTRAL].copy()
+    c, f = np.nonzero(masks)  # every curve's keys, in order
+    seg = np.flatnonzero(c[:-1] == c[1:])  # consecutive keys of one curve: a segment
+    if seg.size == 0:
         return leaving, arriving
-    a, b = keys[:-1], keys[1:]
-    rows = np.broadcast_to(values, (len(a), len(values)))
-    inner = _inner(*_segment_errors(x, rows, np.broadcast_to(m, (len(a), *m.shape)), a, b), tol)
-    leaving[a[inner]] = m[AHEAD, a[inner]]
-    arriving[b[inner]] = m[BEHIND, b[inner]]
+    c, a, b = c[seg], f[seg], f[seg + 1]
+    err = _segment_errors(x, values[c], m[c], a, b, tol[c])
+    pick = np.where(err[0] > tol[c], np.argmin(err, axis=0), 0)
+    ends = np.array(ENDS)
+    leaving[c, a] = m[c, ends[pick, 0], a]
+    arriving[c, b] = m[c, ends[pick, 1], b]
     return leaving, arriving
 
 
@@ -309,9 +317,8 @@ def _segments_off(
     x: Array, v: Array, m: Array, tol: Array, a: NDArray[np.intp], b: NDArray[np.intp]
 ) -> Any:
     """For curves (rows of v, m) with keys at a and b: whether the segment between them leaves
-    the curve's tolerance anywhere, with the central slopes and with the inner ones."""
-    central, inner = _segment_errors(x, v, m, a, b)
-    return (central > tol) & (inner > tol)
+    the curve's tolerance anywhere, with every pair of end slopes of ``ENDS``."""
+    return np.all(_segment_errors(x, v, m, a, b, tol) > tol, axis=0)
 
 
 def _reach(x: Array, v: Array, m: Array, tol: Array) -> NDArray[np.bool_]:
@@ -363,14 +370,20 @@ def _gap_worst(mask: NDArray[np.bool_], err: Array) -> list[int]:
 
 
 def _write_curve(
-    fcurve: Any, x: Array, curve: _Curve, mask: NDArray[np.bool_], handles: tuple[int, int, int]
+    fcurve: Any,
+    x: Array,
+    curve: _Curve,
+    mask: NDArray[np.bool_],
+    slopes: tuple[Array, Array],
+    handles: tuple[int, int, int],
 ) -> None:
     """Replace the keys inside the range by the kept ones, with handles a third of the way to
-    each neighbouring key along the slopes ``key_slopes`` gives (outside the range: to the
-    nearest key there, else as long as the inner handle): ALIGNED where a key's two slopes are
-    one, else FREE (``handles``: the values of BEZIER, ALIGNED and FREE)."""
+    each neighbouring key (outside the range: to the nearest key there, else as long as the
+    inner handle) along ``slopes`` (``key_slopes``: leaving, arriving at each frame): ALIGNED
+    where a key's two slopes are one, else FREE (``handles``: the values of BEZIER, ALIGNED and
+    FREE)."""
     keys = np.flatnonzero(mask)
-    leaving, arriving = key_slopes(x, keys, curve.values, curve.slopes, curve.tolerance)
+    leaving, arriving = slopes
     kx, ky = x[keys], curve.values[keys]
     write.replace_keys(fcurve, kx, ky, handles[0])
     points = fcurve.keyframe_points
@@ -545,7 +558,8 @@ class _Reducer:
                 v = ch.values[:, i]
                 self.of_channel[k].append(len(self.curves))
                 self.curves.append(_Curve(k, fcurve, v, _slopes(x, v), 0.0))
-        self.evaluated = np.array([c.values for c in self.curves]).reshape(-1, len(x))
+        self.solved = np.array([c.values for c in self.curves]).reshape(-1, len(x))
+        self.evaluated = self.solved.copy()
         self.slopes = np.array([c.slopes for c in self.curves]).reshape(-1, 3, len(x))
         # the solved effectors, what the lean curves are held to
         self.reference = builder.points(channels, [ch.values for ch in channels])[:, :n_goals]
@@ -555,7 +569,11 @@ class _Reducer:
         budget = (n_goals, effector_channels, key_tolerance, position_tolerance)
         self._choose(*budget, np.ones(n_goals))
         if n_goals and len(x) > 1:  # loosen each effector's shares by its headroom (SPLIT)
-            curve = [self._curve(c) for c in range(len(self.curves))]
+            slopes = key_slopes(x, self.masks, self.solved, self.slopes, self.tolerances)
+            curve = [
+                hermite(x, np.flatnonzero(self.masks[c]), self.solved[c], *(s[c] for s in slopes))
+                for c in range(len(self.curves))
+            ]
             got = builder.points(
                 channels, [np.array([curve[c] for c in cs]).T for cs in self.of_channel]
             )
@@ -564,12 +582,6 @@ class _Reducer:
         self.dirty = np.ones(len(self.curves), dtype=bool)
         self.channel_ratio = self.position_ratio = 0.0
         self.rotation_error = self.position_error = 0.0
-
-    def _curve(self, c: int) -> Array:
-        """Curve c's Hermite curve through its kept frames of the solved values."""
-        keys, v = np.flatnonzero(self.masks[c]), self.evaluated[c]
-        slopes = key_slopes(self.x, keys, v, self.slopes[c], self.curves[c].tolerance)
-        return hermite(self.x, keys, v, *slopes)
 
     def _choose(
         self,
@@ -601,9 +613,18 @@ class _Reducer:
             self.masks[new] = _reach(self.x, self.evaluated[new], self.slopes[new], tolerances[new])
 
     def write_dirty(self) -> None:
-        for c in np.flatnonzero(self.dirty):
+        dirty = np.flatnonzero(self.dirty)
+        leaving, arriving = key_slopes(
+            self.x,
+            self.masks[dirty],
+            self.solved[dirty],
+            self.slopes[dirty],
+            self.tolerances[dirty],
+        )
+        for k, c in enumerate(dirty):
             curve = self.curves[c]
-            _write_curve(curve.fcurve, self.x, curve, self.masks[c], self.handles)
+            slopes = (leaving[k], arriving[k])
+            _write_curve(curve.fcurve, self.x, curve, self.masks[c], slopes, self.handles)
             self.evaluated[c] = [curve.fcurve.evaluate(f) for f in self.x]
         self.dirty[:] = False
         target = np.array([c.values for c in self.curves]).reshape(self.masks.shape)
