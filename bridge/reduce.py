@@ -265,12 +265,19 @@ def hermite(
 
 
 def _segment_errors(
-    x: Array, v: Array, m: Array, a: NDArray[np.intp], b: NDArray[np.intp], tol: Array
+    x: Array,
+    v: Array,
+    m: Array,
+    curve: NDArray[np.intp],
+    a: NDArray[np.intp],
+    b: NDArray[np.intp],
+    tol: Array,
 ) -> Array:
-    """For curves (rows of v (C, F), their slopes m (C, 3, F), tolerances (C,)) with keys at a
-    and b: (4, C) the largest distance of the segment between them from the values, with each
-    pair of end slopes of ``ENDS``; the other pairs only where the central one leaves the
-    tolerance (inf elsewhere)."""
+    """For segments of curves (``curve``: rows of v (C, F) and their slopes m (C, 3, F)) with
+    keys at a and b, tolerances ``tol``: (4, S) the largest distance of each segment from the
+    values, with each pair of end slopes of ``ENDS``; the other pairs only where the central
+    one leaves the tolerance (inf elsewhere). Every segment is padded to the longest."""
+    out = np.full((len(ENDS), len(a)), np.inf)
     span = b - a
     i = np.arange(int(span.max()) + 1)
     inside = i[None, :] <= span[:, None]
@@ -278,15 +285,18 @@ def _segment_errors(
     rows = np.arange(len(a))
     h = (x[b] - x[a])[:, None]
     t = (x[at] - x[a][:, None]) / h
-    va, vb, want = v[rows, a][:, None], v[rows, b][:, None], v[rows[:, None], at]
-    out = np.full((len(ENDS), len(a)), np.inf)
+    t2, t3 = t * t, t * t * t  # the Hermite basis (``_cubic``), shared by every pair of slopes
+    fixed = (2 * t3 - 3 * t2 + 1) * v[curve, a][:, None] + (3 * t2 - 2 * t3) * v[curve, b][:, None]
+    off_values = np.where(inside, fixed - v[curve[:, None], at], 0.0)
+    lead = np.where(inside, (t3 - 2 * t2 + t) * h, 0.0)
+    trail = np.where(inside, (t3 - t2) * h, 0.0)
     for k, (start, end) in enumerate(ENDS):
-        y = _cubic(t, h, va, m[rows, start, a][:, None], vb, m[rows, end, b][:, None])
-        out[k, rows] = np.where(inside, np.abs(y - want), 0.0).max(axis=1)
+        ma, mb = m[curve, start, a][:, None], m[curve, end, b][:, None]
+        out[k, rows] = np.abs(off_values + lead * ma + trail * mb).max(axis=1)
         if k == 0:  # the others where the central slopes leave the tolerance
-            off = np.flatnonzero(out[0] > tol)
-            rows, a, b, h, t, inside = off, a[off], b[off], h[off], t[off], inside[off]
-            va, vb, want = va[off], vb[off], want[off]
+            off = np.flatnonzero(out[0, rows] > tol)
+            rows, curve, a, b = off, curve[off], a[off], b[off]
+            off_values, lead, trail = off_values[off], lead[off], trail[off]
     return out
 
 
@@ -305,7 +315,12 @@ def key_slopes(
     if seg.size == 0:
         return leaving, arriving
     c, a, b = c[seg], f[seg], f[seg + 1]
-    err = _segment_errors(x, values[c], m[c], a, b, tol[c])
+    # segments of like length together (within a factor of two: a long one does not pad all)
+    err = np.empty((len(ENDS), len(a)))
+    size = np.ceil(np.log2(b - a)).astype(np.intp)
+    for group in np.unique(size):
+        at = np.flatnonzero(size == group)
+        err[:, at] = _segment_errors(x, values, m, c[at], a[at], b[at], tol[c[at]])
     pick = np.where(err[0] > tol[c], np.argmin(err, axis=0), 0)
     ends = np.array(ENDS)
     leaving[c, a] = m[c, ends[pick, 0], a]
@@ -314,11 +329,17 @@ def key_slopes(
 
 
 def _segments_off(
-    x: Array, v: Array, m: Array, tol: Array, a: NDArray[np.intp], b: NDArray[np.intp]
+    x: Array,
+    v: Array,
+    m: Array,
+    tol: Array,
+    curve: NDArray[np.intp],
+    a: NDArray[np.intp],
+    b: NDArray[np.intp],
 ) -> Any:
-    """For curves (rows of v, m) with keys at a and b: whether the segment between them leaves
-    the curve's tolerance anywhere, with every pair of end slopes of ``ENDS``."""
-    return np.all(_segment_errors(x, v, m, a, b, tol) > tol, axis=0)
+    """For segments of curves (``curve``: rows of v, m) with keys at a and b: whether each
+    leaves its tolerance anywhere, with every pair of end slopes of ``ENDS``."""
+    return np.all(_segment_errors(x, v, m, curve, a, b, tol) > tol, axis=0)
 
 
 def _reach(x: Array, v: Array, m: Array, tol: Array) -> NDArray[np.bool_]:
@@ -347,7 +368,7 @@ def _reach(x: Array, v: Array, m: Array, tol: Array) -> NDArray[np.bool_]:
         if len(test) == 0:
             continue
         cand = b[test] + step[test]
-        off = _segments_off(x, v[test], m[test], tol[test], a[test], cand)
+        off = _segments_off(x, v, m, tol[test], test, a[test], cand)
         grow = test[~off]
         b[grow] = cand[~off]
         step[grow[~halving[grow]]] *= 2
