@@ -562,9 +562,8 @@ class _Reducer:
     ) -> None:
         self.channels, self.x, self.builder = channels, x, builder
         self.key_tolerance = key_tolerance
-        self.bezier = _enum_value("interpolation", "BEZIER")
         self.handles = (
-            self.bezier,
+            _enum_value("interpolation", "BEZIER"),
             _enum_value("handle_left_type", "ALIGNED"),
             _enum_value("handle_left_type", "FREE"),
         )
@@ -631,7 +630,7 @@ class _Reducer:
         new = np.flatnonzero(tolerances != self.tolerances)  # every curve the first time (NaN)
         self.tolerances = tolerances
         if new.size:
-            self.masks[new] = _reach(self.x, self.evaluated[new], self.slopes[new], tolerances[new])
+            self.masks[new] = _reach(self.x, self.solved[new], self.slopes[new], tolerances[new])
 
     def write_dirty(self) -> None:
         dirty = np.flatnonzero(self.dirty)
