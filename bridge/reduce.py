@@ -16,13 +16,13 @@ motion (a goal leaving reach, a chain straightening, a tree's goals starting to 
 joints' speed changes within a frame or two) they follow each side where central slopes lean
 across it. A key whose two segments took different slopes is a corner of the curve (FREE
 handles); elsewhere its handles are ALIGNED and the curve is C1.
-Measured by furthest reach alone at one tolerance: 20 sine curves of 250 frames, 1,453 keys
-with central slopes, 1,233 with the inner ones at both ends, 1,163 choosing between those
-two; zoo seed 8383's first double-Y tree, 6,656, 4,218 and 4,127 (4,061 choosing among the
-four pairs). Lean bakes with the checks below, on seed 8383's four double-Y trees: 6,478,
-3,463, 3,370 and 4,112 keys with central slopes; 3,986, 2,265, 2,061 and 2,703 choosing
-between the central and the inner pair; 3,913, 2,225, 2,043 and 2,678 among the four (of
-12,000-17,000 in a full bake), within the same tolerances.
+Measured by furthest reach alone at one tolerance (a prototype of ``_reach``): 20 sine curves
+of 250 frames, 1,538 keys with the central slopes of ``_slopes``, 1,233 with the inner ones at
+both ends, 1,163 choosing between those two; zoo seed 8383's first double-Y tree, 6,684, 4,218
+and 4,120 (4,061 choosing among the four pairs). Lean bakes with the checks below, on seed
+8383's four double-Y trees: 6,478, 3,463, 3,370 and 4,112 keys with central slopes; 3,986,
+2,265, 2,061 and 2,703 choosing between the central and the inner pair; 3,913, 2,225, 2,043 and
+2,678 among the four (of 12,000-17,000 in a full bake), within the same tolerances.
 
 **What must hold**, on Blender's own evaluation of the written curves (``fcurve.evaluate`` at
 every frame of the range; ground truth, never our formula):
@@ -35,18 +35,18 @@ every frame of the range; ground truth, never our formula):
    forward kinematics, within ``position_tolerance`` (world units) of where the solve put it.
 
 **Choosing the keys.** First each curve alone, by furthest reach (``_reach``, all curves at
-once): from a key, the next one is the furthest frame whose segment keeps the curve within a
-per-component tolerance (``component_tolerances``) derived from the bone's share of the
-tolerances (``_budgets``): an angle no larger than ``key_tolerance``, nor than the share of
-``position_tolerance`` of every effector the bone carries (the tolerance over the root of the
-number of channels that move it, loosened by the headroom the effector leaves, ``SPLIT``) over
-the effector's distance from the bone's head. Then rounds
-of checks 1-2 on Blender's evaluation: for every bone, channel or effector off, the worst frame of
-every gap between the frames keyed in all its curves is keyed in those of its curves that are,
-relative to their tolerance, at least half as far off there as the furthest one (after 10
-rounds in all of them); the changed curves are rewritten and evaluated again, until nothing is
-off. Keys outside the range stay as they were (``write.replace_keys``): values, interpolation,
-handle types, and non-automatic handles.
+once): from a key, the next one is the furthest frame whose segment (with one of the pairs of
+slopes of ``ENDS``) keeps the curve within a per-component tolerance (``component_tolerances``)
+derived from the bone's share of the tolerances (``_budgets``): an angle no larger than
+``key_tolerance``, nor than the share of ``position_tolerance`` of every effector the bone
+carries (the tolerance over the root of the number of channels that move it, loosened by the
+headroom the effector leaves, ``SPLIT``) over the effector's distance from the bone's head.
+Then rounds of checks 1-2 on Blender's evaluation: for every bone, channel or effector off, the
+worst frame of every gap between the frames keyed in all its curves is keyed in those of its
+curves that are, relative to their tolerance, at least half as far off there as the furthest
+one (after 10 rounds in all of them); the changed curves are rewritten and evaluated again,
+until nothing is off. Keys outside the range stay as they were (``write.replace_keys``):
+values, interpolation, handle types, and non-automatic handles.
 """
 
 from __future__ import annotations
