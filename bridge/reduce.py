@@ -235,15 +235,17 @@ def _slopes(x: Array, v: Array) -> Array:
     return out
 
 
+def _basis(t: Array, h: Array | float) -> tuple[Any, Any, Any, Any]:
+    """The cubic Hermite basis at t in [0, 1] of a segment h frames long: the weights of its
+    first value, first slope, last value and last slope (the slopes' times h)."""
+    t2, t3 = t * t, t * t * t
+    return 2 * t3 - 3 * t2 + 1, (t3 - 2 * t2 + t) * h, 3 * t2 - 2 * t3, (t3 - t2) * h
+
+
 def _cubic(t: Array, h: Array | float, va: Any, ma: Any, vb: Any, mb: Any) -> Array:
     """Cubic Hermite polynomial at t in [0, 1] of a segment h frames long (values, slopes)."""
-    t2, t3 = t * t, t * t * t
-    return (
-        (2 * t3 - 3 * t2 + 1) * va
-        + (t3 - 2 * t2 + t) * h * ma
-        + (3 * t2 - 2 * t3) * vb
-        + (t3 - t2) * h * mb
-    )
+    w_va, w_ma, w_vb, w_mb = _basis(t, h)
+    return w_va * va + w_ma * ma + w_vb * vb + w_mb * mb
 
 
 def hermite(
@@ -251,13 +253,11 @@ def hermite(
     keys: NDArray[np.intp],
     values: Array,
     leaving: Array,
-    arriving: Array | None = None,
+    arriving: Array,
 ) -> Array:
     """The curve through ``values[keys]`` (indices into x), each segment leaving its first key
-    with the slope ``leaving`` there and arriving at its last with ``arriving`` (the same
-    slopes by default), at every x: what Blender's Bezier curve through those keys with
-    handles at thirds evaluates to."""
-    arriving = leaving if arriving is None else arriving
+    with the slope ``leaving`` there and arriving at its last with ``arriving``, at every x:
+    what Blender's Bezier curve through those keys with handles at thirds evaluates to."""
     j = np.clip(np.searchsorted(keys, np.arange(len(x)), side="right") - 1, 0, len(keys) - 2)
     a, b = keys[j], keys[j + 1]
     h = x[b] - x[a]
@@ -285,11 +285,10 @@ def _segment_errors(
     rows = np.arange(len(a))
     h = (x[b] - x[a])[:, None]
     t = (x[at] - x[a][:, None]) / h
-    t2, t3 = t * t, t * t * t  # the Hermite basis (``_cubic``), shared by every pair of slopes
-    fixed = (2 * t3 - 3 * t2 + 1) * v[curve, a][:, None] + (3 * t2 - 2 * t3) * v[curve, b][:, None]
+    w_va, w_ma, w_vb, w_mb = _basis(t, h)  # shared by every pair of slopes
+    fixed = w_va * v[curve, a][:, None] + w_vb * v[curve, b][:, None]
     off_values = np.where(inside, fixed - v[curve[:, None], at], 0.0)
-    lead = np.where(inside, (t3 - 2 * t2 + t) * h, 0.0)
-    trail = np.where(inside, (t3 - t2) * h, 0.0)
+    lead, trail = np.where(inside, w_ma, 0.0), np.where(inside, w_mb, 0.0)
     for k, (start, end) in enumerate(ENDS):
         ma, mb = m[curve, start, a][:, None], m[curve, end, b][:, None]
         out[k, rows] = np.abs(off_values + lead * ma + trail * mb).max(axis=1)
