@@ -222,17 +222,19 @@ def _slopes(x: Array, v: Array) -> Array:
     inner = np.where(np.abs(back) < np.abs(ahead), back, ahead)
     m[1:-1] = np.where(jump, inner, m[1:-1])
     out[CENTRAL] = out[AHEAD] = out[BEHIND] = m
-    # from x0 over h1 to x1, over h2 to x2: the slope at x0 of the parabola through the three
-    h1, h2 = np.diff(x)[:-1], np.diff(x)[1:]
-    c0, c1, c2 = (2 * h1 + h2) / (h1 * (h1 + h2)), (h1 + h2) / (h1 * h2), h1 / (h2 * (h1 + h2))
-    out[AHEAD, :-2] = -c0 * v[:-2] + c1 * v[1:-1] - c2 * v[2:]
+    step = np.diff(x)
+    out[AHEAD, :-2] = _parabola_slope(v[:-2], v[1:-1], v[2:], step[:-1], step[1:])
     out[AHEAD, -2] = d[-1]
-    # the mirror image: x0 = frame i, x1 = i - 1, x2 = i - 2
-    g1, g2 = np.diff(x)[1:], np.diff(x)[:-1]
-    b0, b1, b2 = (2 * g1 + g2) / (g1 * (g1 + g2)), (g1 + g2) / (g1 * g2), g1 / (g2 * (g1 + g2))
-    out[BEHIND, 2:] = b0 * v[2:] - b1 * v[1:-1] + b2 * v[:-2]
+    out[BEHIND, 2:] = _parabola_slope(v[2:], v[1:-1], v[:-2], -step[1:], -step[:-1])
     out[BEHIND, 1] = d[0]
     return out
+
+
+def _parabola_slope(v0: Array, v1: Array, v2: Array, h1: Array, h2: Array) -> Array:
+    """The slope at x0 of the parabola through (x0, v0), (x0 + h1, v1), (x0 + h1 + h2, v2):
+    ahead of x0 with steps h > 0, behind it with steps h < 0."""
+    c0, c1, c2 = (2 * h1 + h2) / (h1 * (h1 + h2)), (h1 + h2) / (h1 * h2), h1 / (h2 * (h1 + h2))
+    return np.asarray(-c0 * v0 + c1 * v1 - c2 * v2)
 
 
 def _basis(t: Array, h: Array | float) -> tuple[Any, Any, Any, Any]:
