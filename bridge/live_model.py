@@ -452,8 +452,9 @@ class LiveModel:
         IK stretch their scale, with move_root the root's location) as they are now; returns
         the keys written. Live solving keys once when a drag ends, with this."""
         model = self.model
+        modes = write.rotation_modes(ob, self.free_names)
         channels = [
-            (n, write.rotation_attr(ob.pose.bones[n].rotation_mode)) for n in self.free_names
+            (n, write.rotation_attr(m)) for n, m in zip(self.free_names, modes, strict=True)
         ]
         channels += [(model.names[s.bone], "scale") for s in model.scaled]
         if model.root >= 0:

@@ -162,7 +162,7 @@ class _PoseBuilder:
         self.skeleton, self.template, self.base = skeleton, template, base
         index = {n: i for i, n in enumerate(skeleton.names)}
         self.bone = [index[ch.bone] for ch in channels]
-        self.modes = [ob.pose.bones[ch.bone].rotation_mode for ch in channels]
+        self.modes = write.rotation_modes(ob, [ch.bone for ch in channels])
         self.lengths = [float(ob.data.bones[ch.bone].length) for ch in channels]
         # a scale channel is relative to the scale channel of the parent it inherits from
         # (bridge/limits.py: uniform, as Blender's IK writes stretch); -1: none
