@@ -20,7 +20,7 @@ class Recorder:
 
     def __getattr__(self, name: str) -> Any:
         def call(*args: Any, **kw: Any) -> Recorder:
-            self.log.append((name, args))
+            self.log.append((name, args + tuple(kw.values())))  # keywords after the positions
             return self
 
         return call
@@ -103,3 +103,24 @@ def test_full_body_settings_are_drawn(clean: Any) -> None:
     without = labels()
     ob.jacobian_ik.last_balance = 0.25
     assert labels() == without + 1  # the centre of mass's distance
+
+
+def test_the_solver_panel_says_which_methods_are_not_compiled(
+    clean: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jacobian_ik import panels
+    from jacobian_ik.solvers import kernel
+
+    ob = make_armature("Arm", chain_bones(2))
+    add_goal(ob, "b1", make_empty("T", (1.0, 1.0, 0.0)))
+    monkeypatch.setattr(kernel, "enabled", lambda: True)
+
+    def hint(method: str) -> bool:
+        ob.jacobian_ik.method = method
+        log = draw(panels.VIEW3D_PT_jacobian_ik_solver, ob)
+        return any(name == "label" and "Not compiled" in str(args) for name, args in log)
+
+    assert [hint(m) for m in ("LM", "DLS", "LM_CONSTANT", "LM_CHAN_LAWRENCE")] == [False] * 4
+    assert hint("SDLS") and hint("TRANSPOSE") and hint("DLS_OPTIMAL")
+    monkeypatch.setattr(kernel, "enabled", lambda: False)  # without numba every method is numpy
+    assert not hint("SDLS")
