@@ -12,7 +12,7 @@ import bpy
 
 from ..bridge import rig
 from ..bridge.errors import RigError
-from ..bridge.settings import SETTINGS_FIELDS, SHOWN_IF, method_properties
+from ..bridge.settings import SETTINGS_FIELDS, SHOWN_IF, method_name, method_properties
 from ..solvers import kernel, warmup
 from .live import VIEW3D_PT_jacobian_ik_live, draw_live_toggle
 
@@ -153,7 +153,7 @@ class VIEW3D_PT_jacobian_ik_solver(_IKPanel, bpy.types.Panel):
             if field == "method":
                 for name in method_properties(props.method):
                     layout.prop(props, name)
-                if kernel.enabled() and props.method.lower() not in kernel.DAMPING:
+                if kernel.enabled() and method_name(props.method) not in kernel.DAMPING:
                     # measured: SDLS bakes a double-Y tree in 84 s, LM in 1.1 (README)
                     hint = "Not compiled: bakes take several times LM's time"
                     layout.label(text=hint, icon="INFO")
